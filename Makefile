@@ -1,0 +1,45 @@
+# The project's commands. `make test` is what CI runs (.ci/run), on a fresh clone with
+# Python 3.11+, Java 17+ and Maven: everything else (the venv, the Kafka jars) is made here.
+
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+# Written after a successful install; older than pyproject.toml means "install again".
+STAMP := $(VENV)/.installed-from-pyproject
+
+.PHONY: venv test unit kafka-up kafka-down demo bench drills
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "make: $(PYTHON) is older than Python 3.11; run make PYTHON=python3.11 $(MAKECMDGOALS)" >&2; exit 1; }
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+# Unit and integration tests; the integration tests start a local Kafka broker themselves
+# (or use HYPERDATA_TEST_BOOTSTRAP=HOST:PORT). pytest exits 5 when it collected no test:
+# that means nothing ran, and counts as a failure.
+test: venv
+	@status=0; $(VPY) -m pytest -q || status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); nothing ran" >&2; fi; \
+	exit $$status
+
+unit: venv
+	$(VPY) -m pytest -q tests/unit -m "not kafka"
+
+kafka-up: venv
+	$(VPY) -m hyperdata_sidecar.devkafka ensure --port 9092 --data-dir var/kafka
+
+kafka-down: venv
+	$(VPY) -m hyperdata_sidecar.devkafka stop --data-dir var/kafka
+
+demo: venv
+	bash scripts/demo.sh
+
+bench: venv
+	bash scripts/bench.sh
+
+drills: venv
+	bash scripts/drills.sh

@@ -1,0 +1,22 @@
+"""The sidecar's Faust agents. Installed as ``hyperdata_sidecar.agents`` (see pyproject's package-dir).
+
+Every table write of the sidecar happens here, inside a stream event, because faust-streaming's
+RocksDB store accepts writes only there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hyperdata_sidecar.agents.backup import install_backup_agent
+from hyperdata_sidecar.agents.progress import install_progress_agent
+from hyperdata_sidecar.agents.seal import install_seal_agent
+
+if TYPE_CHECKING:
+    from hyperdata_sidecar.plugin import Sidecar
+
+
+def install_agents(sidecar: Sidecar) -> None:
+    install_progress_agent(sidecar)
+    install_seal_agent(sidecar)
+    install_backup_agent(sidecar)

@@ -1,0 +1,78 @@
+"""The ``backup`` agent: copies each finalized file through the configured BackupSink, verified, with retries.
+
+Results live in the ``sidecar-backups`` table (status ``ok`` / ``failed`` / ``disabled``, attempts,
+last error). A failure is retried with backoff until it succeeds; only a source that no longer
+exists is given up on. The source is only ever read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, AsyncIterable
+
+from hyperdata_sidecar.backup import BackupError, NoBackupSink
+from hyperdata_sidecar.core.seal import SealManifest, iso_utc
+
+if TYPE_CHECKING:
+    from hyperdata_sidecar.plugin import Sidecar
+
+MAX_BACKOFF_S = 60.0
+
+
+async def back_up(sidecar: Sidecar, manifest: SealManifest) -> None:
+    """Back ``manifest``'s file up until it succeeds (or its source is gone). Runs in the agent."""
+    path = manifest.path
+    if isinstance(sidecar.sink, NoBackupSink):
+        sidecar.backups[path] = {"status": "disabled", "sink": sidecar.sink.name}
+        return
+    known = sidecar.backups.get(path)
+    if known is not None and known.get("status") == "ok":
+        return
+    ref = await sidecar.sink.find_existing(path, manifest.sha256)
+    if ref is not None:
+        sidecar.metrics.backup_result("noop")
+        sidecar.backups[path] = {"status": "ok", "sink": sidecar.sink.name, "attempts": 0, "ref": ref, "sha256": manifest.sha256, "at": iso_utc(time.time())}
+        sidecar.log.info("backup", path=path, ref=ref, size=manifest.size, sha256=manifest.sha256, attempts=0, already_present=True)
+        return
+    attempts = 0
+    delay = 1.0
+    while True:
+        attempts += 1
+        started = time.monotonic()
+        try:
+            ref = await sidecar.sink.backup(sidecar.settings.watch_dir / path, relpath=path, sha256=manifest.sha256)
+        except BackupError as exc:
+            sidecar.metrics.backup_result("failed")
+            sidecar.backups[path] = {
+                "status": "failed", "sink": sidecar.sink.name, "attempts": attempts,
+                "reason": exc.reason, "error": str(exc), "at": iso_utc(time.time()),
+            }
+            sidecar.log.warning("backup_failed", path=path, attempt=attempts, reason=exc.reason, error=str(exc), retry_in_s=delay)
+            if exc.reason == "source_missing":
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF_S)
+            continue
+        sidecar.metrics.backup_result("ok")
+        sidecar.backups[path] = {
+            "status": "ok", "sink": sidecar.sink.name, "attempts": attempts, "ref": ref,
+            "sha256": manifest.sha256, "at": iso_utc(time.time()),
+        }
+        sidecar.log.info(
+            "backup", path=path, ref=ref, size=manifest.size, sha256=manifest.sha256,
+            attempts=attempts, seconds=round(time.monotonic() - started, 3),
+        )
+        return
+
+
+def install_backup_agent(sidecar: Sidecar) -> None:
+    @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.backup")
+    async def back_up_files(rotations: AsyncIterable[bytes]) -> None:
+        async for value in rotations:
+            try:
+                manifest = SealManifest.from_json(value)
+            except ValueError as exc:
+                sidecar.log.error("bad_rotation_record", error=str(exc))
+                continue
+            await back_up(sidecar, manifest)

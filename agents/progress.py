@@ -1,0 +1,15 @@
+"""The ``progress`` agent: applies the tailer's checkpoints, forgets and barriers to the offsets table."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, AsyncIterable
+
+if TYPE_CHECKING:
+    from hyperdata_sidecar.plugin import Sidecar
+
+
+def install_progress_agent(sidecar: Sidecar) -> None:
+    @sidecar.app.agent(sidecar.progress_topic, name="hyperdata_sidecar.progress")
+    async def progress(records: AsyncIterable[dict[str, Any]]) -> None:
+        async for record in records:
+            sidecar.apply_progress(record)

@@ -1,0 +1,126 @@
+"""The ``seal`` agent: one seal record per finalized hour file on the seal topic, never two.
+
+The ``sidecar-seals`` table says which files are sealed. It is written after the broker acked the
+seal, so a crash between the two leaves a seal the table does not know; the first seal after a
+start therefore also reads the seal topic once (:class:`PublishedSeals`) and skips files already there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from typing import TYPE_CHECKING, AsyncIterable
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from hyperdata_sidecar.core.seal import SealManifest, iso_utc
+from hyperdata_sidecar.producer import PublishError
+
+if TYPE_CHECKING:
+    from hyperdata_sidecar.plugin import Sidecar
+
+MAX_BACKOFF_S = 30.0
+
+
+class PublishedSeals:
+    """The paths this node already sealed, as the seal topic itself records them (read once)."""
+
+    def __init__(self, sidecar: Sidecar) -> None:
+        self._sidecar = sidecar
+        self._paths: set[str] | None = None
+
+    async def contains(self, manifest: SealManifest) -> bool:
+        if self._paths is None:
+            self._paths = await self._read_topic()
+        return manifest.path in self._paths
+
+    def add(self, manifest: SealManifest) -> None:
+        if self._paths is not None:
+            self._paths.add(manifest.path)
+
+    async def _read_topic(self) -> set[str]:
+        settings = self._sidecar.settings
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False, **settings.security.client_kwargs()
+        )
+        count = await self._sidecar.producer.partition_count(settings.topic_seals)
+        partitions = [TopicPartition(settings.topic_seals, p) for p in range(count)]
+        await consumer.start()
+        try:
+            consumer.assign(partitions)
+            for tp, offset in (await consumer.beginning_offsets(partitions)).items():
+                consumer.seek(tp, offset)
+            end = await consumer.end_offsets(partitions)
+            paths: set[str] = set()
+            while [tp for tp in partitions if await consumer.position(tp) < end[tp]]:
+                batches = await consumer.getmany(*partitions, timeout_ms=1000)
+                for records in batches.values():
+                    for record in records:
+                        try:
+                            seal = SealManifest.from_json(record.value)
+                        except ValueError:
+                            continue
+                        if seal.node == settings.node_id:
+                            paths.add(seal.path)
+            return paths
+        finally:
+            await consumer.stop()
+
+
+async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManifest) -> None:
+    """Publish the seal of ``manifest`` unless it exists; record it in the seals table. Runs in the agent."""
+    if manifest.path in sidecar.seals:
+        sidecar.log.info("seal_already_recorded", path=manifest.path)
+        return
+    await sidecar.connected.wait()
+    delay = 0.5
+    while True:
+        try:
+            if await published.contains(manifest):
+                sidecar.log.info("seal_found_on_topic", path=manifest.path)
+            else:
+                await sidecar.producer.send_one(sidecar.settings.topic_seals, manifest.key.encode(), manifest.to_json())
+                latency = time.time() - _epoch(manifest.finalized_at)
+                sidecar.metrics.seal_emitted(manifest.table, latency)
+                sidecar.log.info(
+                    "seal",
+                    table=manifest.table,
+                    path=manifest.path,
+                    size=manifest.size,
+                    sha256=manifest.sha256,
+                    block_range=manifest.block_range,
+                    lines=manifest.lines,
+                    dlq_lines=manifest.dlq_lines,
+                    seal_lag_s=round(latency, 3),
+                )
+            break
+        except (PublishError, KafkaError, OSError, asyncio.TimeoutError) as exc:
+            sidecar.metrics.producer_error("seal")
+            sidecar.log.limited(logging.WARNING, "seal_failed", manifest.path, 10.0, path=manifest.path, error=str(exc), retry_in_s=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF_S)
+            await sidecar.producer.recover()
+    published.add(manifest)
+    sidecar.seals[manifest.path] = {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
+
+
+def _epoch(iso: str) -> float:
+    return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def install_seal_agent(sidecar: Sidecar) -> None:
+    published = PublishedSeals(sidecar)
+
+    @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.seal")
+    async def seal_files(rotations: AsyncIterable[bytes]) -> None:
+        async for value in rotations:
+            try:
+                manifest = SealManifest.from_json(value)
+            except ValueError as exc:
+                sidecar.log.error("bad_rotation_record", error=str(exc))
+                continue
+            await seal(sidecar, published, manifest)

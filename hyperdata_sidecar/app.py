@@ -1,0 +1,59 @@
+"""The standalone sidecar app: ``faust -A hyperdata_sidecar worker``.
+
+Its id is ``hyperdata-sidecar-<NODE_ID>``, so sidecars on several node hosts share one Kafka
+cluster without sharing consumer groups or changelogs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import faust
+
+from hyperdata_sidecar.commands import install_commands
+from hyperdata_sidecar.config import ConfigError, Settings, load_settings
+from hyperdata_sidecar.plugin import install
+
+
+def create_app(settings: Settings | None = None) -> faust.App:
+    """A Faust app configured from ``settings`` with the sidecar and its commands installed."""
+    settings = settings or load_settings()
+    app_id = f"hyperdata-sidecar-{settings.node_id}"
+    app = faust.App(
+        app_id,
+        broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",")],
+        broker_credentials=_credentials(settings),
+        store="rocksdb://",
+        datadir=str(settings.state_path / app_id),
+        web_enabled=True,
+        web_bind=settings.web_bind,
+        web_port=settings.web_port,
+        topic_replication_factor=settings.topic_replication_factor,
+        consumer_auto_offset_reset="earliest",
+        autodiscover=False,
+    )
+    install(app, settings)
+    install_commands(app)
+    return app
+
+
+def _credentials(settings: Settings) -> faust.auth.Credentials | None:
+    security = settings.security
+    kwargs = security.client_kwargs()
+    if security.protocol == "PLAINTEXT":
+        return None
+    if security.protocol == "SSL":
+        return faust.SSLCredentials(kwargs["ssl_context"])
+    return faust.SASLCredentials(
+        username=security.sasl_username,
+        password=security.sasl_password,
+        mechanism=security.sasl_mechanism,
+        ssl_context=kwargs.get("ssl_context"),
+    )
+
+
+try:
+    app = create_app()
+except ConfigError as exc:
+    print(f"hyperdata-sidecar: configuration error: {exc}", file=sys.stderr)
+    raise SystemExit(2) from None

@@ -1,0 +1,362 @@
+"""Backup sinks: where a sealed hour file is copied once it is whole, immutable and checksummed.
+
+The backup agent hands every sealed file to one ``BackupSink``, chosen by ``BACKUP_SINK``:
+
+* ``local`` (``LocalBackupSink``) copies it to ``BACKUP_DIR/<relative path>``, atomically and verified;
+* ``none`` (``NoBackupSink``) disables backups.
+
+A sink never deletes or alters the source file, and ``LocalBackupSink`` never writes outside
+``BACKUP_DIR``: relative paths are normalized, and no symlink below ``BACKUP_DIR`` is followed.
+
+Writing an S3/GCS sink
+----------------------
+This repository carries no cloud SDKs; a cloud sink lives in the deployment that needs it:
+
+1. Subclass ``BackupSink``, set ``name`` (e.g. ``"s3"``) and implement ``backup()``: upload
+   ``local_path`` to ``<prefix>/<relpath>``, send ``sha256`` along (S3 ``x-amz-checksum-sha256`` or
+   object metadata, a GCS ``crc32c``/``md5`` check plus ``sha256`` metadata) so the store verifies
+   what it received, and return the object URL (``s3://bucket/key``) as the remote ref.
+2. Keep the contract: an object already present with metadata ``sha256`` equal to the expected one
+   is a no-op returning the same ref; every failure is a ``BackupError`` with one of the
+   ``REASONS`` (throttling and network errors are ``io_error``: the agent retries with backoff).
+3. Run blocking SDK calls in a thread (``asyncio.to_thread``) or use the SDK's async client; a
+   multi-GB upload must not stall the event loop that tails the node's files.
+4. Optionally override ``find_existing()`` with a cheap metadata lookup (``HEAD`` object) so the
+   agent can count no-op backups.
+5. Register a factory under the sink's ``name`` in ``SINKS`` before the app starts
+   (``backup.SINKS["s3"] = lambda _backup_dir: S3BackupSink.from_env()``); ``make_sink`` then
+   builds it when ``BACKUP_SINK=s3``. The factory gets ``BACKUP_DIR`` and may ignore it.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import errno
+import hashlib
+import os
+import secrets
+import stat
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+
+_CHUNK_BYTES = 4 * 1024 * 1024
+_TEMP_SUFFIX = ".partial"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+REASONS = ("io_error", "no_space", "permission", "hash_mismatch", "source_missing", "unsafe_path")
+
+
+class BackupError(Exception):
+    """A backup that did not happen; ``reason`` is one word of ``REASONS``, the message is for humans."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        if reason not in REASONS:
+            raise ValueError(f"unknown backup failure reason {reason!r}; expected one of {REASONS}")
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}"
+
+
+def failure_reason(err: OSError, *, on_source: bool) -> str:
+    """The ``BackupError`` reason for an OS error raised while reading the source or writing the copy."""
+    if err.errno == errno.ENOENT and on_source:
+        return "source_missing"
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no_space"
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "permission"
+    return "io_error"
+
+
+class BackupSink(abc.ABC):
+    """Where sealed hour files are backed up; one instance serves the whole sidecar.
+
+    ``backup()`` is called by the backup agent once per sealed file, after its seal is published,
+    with the file's local path, its path relative to WATCH_DIR and the seal's sha256. It may be
+    called again for the same file (retries, restarts, a replayed rotation record).
+
+    Returns a remote ref (a URL-like string naming the copy) once the copy is durable and verified
+    against ``sha256``. A copy that already exists with that hash is left as it is and its ref is
+    returned: the call is idempotent.
+
+    Raises ``BackupError`` for every failure; its ``reason`` tells the agent what happened
+    (the agent retries with backoff and counts the failure). It never deletes or alters the source.
+    """
+
+    name: str
+
+    @abc.abstractmethod
+    async def backup(self, local_path: Path, *, relpath: str, sha256: str) -> str:
+        """Copy ``local_path`` to this sink under ``relpath`` and verify it; see the class contract."""
+
+    async def find_existing(self, relpath: str, sha256: str) -> str | None:
+        """Return the ref of a copy already stored under ``relpath`` with ``sha256``, else ``None``.
+
+        Called by the agent before ``backup()`` to tell a no-op from a fresh copy. The default
+        finds nothing, which is always correct: ``backup()`` is idempotent on its own.
+        Raises ``BackupError`` like ``backup()``.
+        """
+        return None
+
+
+class NoBackupSink(BackupSink):
+    """``BACKUP_SINK=none``: backups are disabled; every call returns ``""`` and touches nothing."""
+
+    name = "none"
+
+    async def backup(self, local_path: Path, *, relpath: str, sha256: str) -> str:
+        return ""
+
+
+class LocalBackupSink(BackupSink):
+    """``BACKUP_SINK=local``: copies to ``root/<relpath>`` (temp file, fsync, rename, fsync dir).
+
+    The bytes are hashed as they are copied (a source that no longer matches ``sha256`` fails with
+    ``hash_mismatch``), the copy is read back and hashed before it takes its final name, and a
+    failure leaves no partial file behind. The remote ref is the copy's ``file://`` URI.
+    Blocking I/O runs in a worker thread.
+    """
+
+    name = "local"
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    async def backup(self, local_path: Path, *, relpath: str, sha256: str) -> str:
+        return await asyncio.to_thread(self._backup, Path(local_path), relpath, sha256.lower())
+
+    async def find_existing(self, relpath: str, sha256: str) -> str | None:
+        return await asyncio.to_thread(self._find_existing, relpath, sha256.lower())
+
+    # -- blocking work, run in a thread ------------------------------------------------------
+
+    def _backup(self, local_path: Path, relpath: str, sha256: str) -> str:
+        parts = normalize_relpath(relpath)
+        try:
+            src_fd = os.open(local_path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as err:
+            raise _error(err, on_source=True, what=f"cannot open source {local_path}") from err
+        try:
+            try:
+                dir_fd = self._open_target_dir(parts[:-1], create=True)
+            except OSError as err:
+                what = f"cannot prepare the directory for {relpath!r}"
+                raise _error(err, on_source=False, what=what) from err
+            try:
+                if not _matching_copy(dir_fd, parts[-1], sha256, relpath):
+                    _discard_stale_temps(dir_fd, parts[-1])
+                    _copy_verified(src_fd, dir_fd, parts[-1], sha256, local_path)
+            finally:
+                os.close(dir_fd)
+        finally:
+            os.close(src_fd)
+        return self._ref(parts)
+
+    def _find_existing(self, relpath: str, sha256: str) -> str | None:
+        parts = normalize_relpath(relpath)
+        try:
+            dir_fd = self._open_target_dir(parts[:-1], create=False)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise _error(err, on_source=False, what=f"cannot open the directory of {relpath!r}") from err
+        try:
+            return self._ref(parts) if _matching_copy(dir_fd, parts[-1], sha256, relpath) else None
+        finally:
+            os.close(dir_fd)
+
+    def _ref(self, parts: tuple[str, ...]) -> str:
+        return self.root.absolute().joinpath(*parts).as_uri()
+
+    def _open_target_dir(self, dirs: tuple[str, ...], *, create: bool) -> int:
+        """Open ``root/<dirs>`` one component at a time, never following a symlink below root.
+
+        Walking by directory fd (rather than checking a path, then using it) means a symlink
+        swapped in between the check and the write cannot redirect the copy. The root itself
+        may be a symlink: the operator chose it. Raises ``OSError`` or ``BackupError``.
+        """
+        if create:
+            os.makedirs(self.root, exist_ok=True)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        for name in dirs:
+            fd = _enter_dir(fd, name, create=create)
+        return fd
+
+
+# -- path safety ------------------------------------------------------------------------------
+
+
+def normalize_relpath(relpath: str) -> tuple[str, ...]:
+    """The components of a backup's relative path; raises ``BackupError("unsafe_path")``.
+
+    Empty and ``.`` components are dropped; absolute paths, ``..`` and NUL bytes are rejected,
+    so the target is always ``root`` joined with plain names.
+    """
+    if not relpath or relpath.startswith("/") or "\0" in relpath:
+        raise BackupError("unsafe_path", f"backup path must be relative and non-empty: {relpath!r}")
+    parts = tuple(p for p in PurePosixPath(relpath).parts if p != ".")
+    if not parts or ".." in parts:
+        raise BackupError("unsafe_path", f"backup path must stay below the backup root: {relpath!r}")
+    return parts
+
+
+def _enter_dir(parent_fd: int, name: str, *, create: bool) -> int:
+    """Open directory ``name`` inside ``parent_fd`` (creating it if asked) and close the parent."""
+    try:
+        if create:
+            try:
+                os.mkdir(name, 0o755, dir_fd=parent_fd)
+                os.fsync(parent_fd)  # the new entry must survive a crash like the file below it
+            except FileExistsError:
+                pass
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        except OSError as err:
+            # O_NOFOLLOW|O_DIRECTORY on a symlink fails with ENOTDIR on Linux, ELOOP elsewhere.
+            if err.errno in (errno.ELOOP, errno.ENOTDIR) and _is_symlink(parent_fd, name):
+                raise BackupError("unsafe_path", f"{name!r} below the backup root is a symlink") from err
+            raise
+    finally:
+        os.close(parent_fd)
+
+
+def _is_symlink(dir_fd: int, name: str) -> bool:
+    return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+
+
+# -- copy and verify --------------------------------------------------------------------------
+
+
+def _matching_copy(dir_fd: int, name: str, sha256: str, relpath: str) -> bool:
+    """True if ``name`` in ``dir_fd`` is a regular file whose bytes hash to ``sha256``."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise BackupError("unsafe_path", f"backup target {relpath!r} is a symlink") from err
+        raise _error(err, on_source=False, what=f"cannot open existing backup {relpath!r}") from err
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BackupError("io_error", f"backup target {relpath!r} exists and is not a regular file")
+        return _hash_fd(fd) == sha256
+    except OSError as err:
+        raise _error(err, on_source=False, what=f"cannot read existing backup {relpath!r}") from err
+    finally:
+        os.close(fd)
+
+
+def _copy_verified(src_fd: int, dir_fd: int, name: str, sha256: str, local_path: Path) -> None:
+    """Copy ``src_fd`` to ``name`` in ``dir_fd`` through a temp file; no partial file survives a failure."""
+    tmp = _temp_name(name)
+    try:
+        tmp_fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o644, dir_fd=dir_fd)
+    except OSError as err:
+        raise _error(err, on_source=False, what=f"cannot create a temp file for {name!r}") from err
+    try:
+        try:
+            copied = _copy_fd(src_fd, tmp_fd, local_path)
+            os.fsync(tmp_fd)
+        finally:
+            os.close(tmp_fd)
+        if copied != sha256:
+            raise BackupError(
+                "hash_mismatch", f"source {local_path} changed: it hashes to {copied}, the seal says {sha256}"
+            )
+        _verify_copy(dir_fd, tmp, sha256, name)
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        os.fsync(dir_fd)
+    except OSError as err:
+        _discard(dir_fd, tmp)
+        raise _error(err, on_source=False, what=f"cannot write backup of {local_path}") from err
+    except BaseException:
+        _discard(dir_fd, tmp)
+        raise
+
+
+def _copy_fd(src_fd: int, dst_fd: int, local_path: Path) -> str:
+    """Copy every byte from ``src_fd`` to ``dst_fd``; return the sha256 of what was copied."""
+    digest = hashlib.sha256()
+    buf = bytearray(_CHUNK_BYTES)
+    view = memoryview(buf)
+    while True:
+        try:
+            n = os.readv(src_fd, [buf])
+        except OSError as err:
+            raise _error(err, on_source=True, what=f"cannot read source {local_path}") from err
+        if n == 0:
+            return digest.hexdigest()
+        digest.update(view[:n])
+        written = 0
+        while written < n:
+            written += os.write(dst_fd, view[written:n])
+
+
+def _verify_copy(dir_fd: int, tmp: str, sha256: str, name: str) -> None:
+    fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        actual = _hash_fd(fd)
+    finally:
+        os.close(fd)
+    if actual != sha256:
+        raise BackupError("hash_mismatch", f"copy of {name!r} reads back as {actual}, expected {sha256}")
+
+
+def _hash_fd(fd: int) -> str:
+    digest = hashlib.sha256()
+    buf = bytearray(_CHUNK_BYTES)
+    view = memoryview(buf)
+    while n := os.readv(fd, [buf]):
+        digest.update(view[:n])
+    return digest.hexdigest()
+
+
+def _temp_name(name: str) -> str:
+    return f".{name}.{secrets.token_hex(6)}{_TEMP_SUFFIX}"
+
+
+def _discard_stale_temps(dir_fd: int, name: str) -> None:
+    """Remove temp files a killed earlier attempt left for ``name``; only this sink writes them."""
+    prefix = f".{name}."
+    for entry in os.listdir(dir_fd):
+        if entry.startswith(prefix) and entry.endswith(_TEMP_SUFFIX):
+            _discard(dir_fd, entry)
+
+
+def _discard(dir_fd: int, tmp: str) -> None:
+    # Best effort: when even unlink fails (read-only remount), the original error is the one to report.
+    with contextlib.suppress(OSError):
+        os.unlink(tmp, dir_fd=dir_fd)
+
+
+def _error(err: OSError, *, on_source: bool, what: str) -> BackupError:
+    return BackupError(failure_reason(err, on_source=on_source), f"{what}: {err.strerror or err}")
+
+
+# -- selection --------------------------------------------------------------------------------
+
+
+SINKS: dict[str, Callable[[Path], BackupSink]] = {
+    LocalBackupSink.name: LocalBackupSink,
+    NoBackupSink.name: lambda _backup_dir: NoBackupSink(),
+}
+"""``BACKUP_SINK`` name -> factory taking ``BACKUP_DIR``; a cloud sink registers itself here."""
+
+
+def make_sink(name: str, backup_dir: Path) -> BackupSink:
+    """The sink selected by ``BACKUP_SINK``; raises ``ValueError`` naming the valid choices."""
+    try:
+        factory = SINKS[name]
+    except KeyError:
+        choices = ", ".join(sorted(SINKS))
+        raise ValueError(
+            f"BACKUP_SINK={name!r} is not a known backup sink; choose one of: {choices}"
+        ) from None
+    return factory(Path(backup_dir))

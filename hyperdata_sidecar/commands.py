@@ -1,0 +1,238 @@
+"""The tool commands of the sidecar app: ``faust -A hyperdata_sidecar generate | replay | verify``.
+
+A thin layer: options in, one call into ``hyperdata_sidecar.tools``, a summary out. Each command
+runs on its own event loop (no Faust worker is started), prints an error as one line on stderr
+and exits non-zero: 1 when ``verify`` finds a problem, 2 when a command cannot run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, ClassVar, NoReturn
+
+import click
+import faust
+from faust.cli import option
+from faust.cli.base import AppCommand
+
+from hyperdata_sidecar.config import load_settings
+from hyperdata_sidecar.tools.generate import BAD_KINDS, generate_corpus, parse_start
+from hyperdata_sidecar.tools.replay import replay as run_replay
+from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
+from hyperdata_sidecar.tools.verify import DLQ, SEALS
+from hyperdata_sidecar.tools.verify import verify as run_verify
+
+_TABLE_NAMES = {
+    "book_diffs": BOOK_DIFFS,
+    "raw_book_diffs": BOOK_DIFFS,
+    "order_statuses": ORDER_STATUSES,
+    "fills": FILLS,
+    BOOK_DIFFS: BOOK_DIFFS,
+    ORDER_STATUSES: ORDER_STATUSES,
+    FILLS: FILLS,
+}
+
+
+class ToolCommand(AppCommand):
+    """An app command that runs its coroutine directly and turns its result into the exit code."""
+
+    abstract: ClassVar[bool] = True
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        try:
+            code = asyncio.run(self.run(*self.args, *args, **{**self.kwargs, **kwargs}))
+        except KeyboardInterrupt:
+            raise SystemExit(130) from None
+        except Exception as exc:  # noqa: BLE001 - the command's contract: one line, not a traceback
+            message = str(exc) or type(exc).__name__
+            print(f"{self.ctx.info_name}: error: {message}", file=self.stderr)
+            raise SystemExit(2) from None
+        raise SystemExit(code or 0)
+
+
+def parse_table_numbers(text: str | None, *, what: str) -> int | dict[str, float] | None:
+    """``"N"`` → N, ``"fills=5,book_diffs=100"`` → {table dir: number}; table names may be the
+    dir names or book_diffs / order_statuses / fills. Raises click.BadParameter."""
+    if text is None or not text.strip():
+        return None
+    if "=" not in text:
+        try:
+            return int(text)
+        except ValueError:
+            raise click.BadParameter(f"{what}: {text!r} is not a number or table=N,...") from None
+    out: dict[str, float] = {}
+    for item in text.split(","):
+        name, _, number = item.partition("=")
+        table = _TABLE_NAMES.get(name.strip())
+        if table is None:
+            raise click.BadParameter(f"{what}: unknown table {name.strip()!r} (use {', '.join(list(_TABLE_NAMES)[:4])})")
+        try:
+            out[table] = float(number)
+        except ValueError:
+            raise click.BadParameter(f"{what}: {number!r} is not a number") from None
+    return out
+
+
+def parse_speed(text: str | None) -> float | None:
+    """``"max"`` → inf; a positive number → itself; None / "" → None. Raises click.BadParameter."""
+    if text is None or not text.strip():
+        return None
+    if text.strip().lower() in ("max", "inf"):
+        return math.inf
+    try:
+        speed = float(text)
+    except ValueError:
+        raise click.BadParameter(f"speed {text!r} is not a number or 'max'") from None
+    if speed <= 0:
+        raise click.BadParameter(f"speed must be > 0, got {text!r}")
+    return speed
+
+
+def install_commands(app: faust.App) -> None:
+    """Register the ``generate``, ``replay`` and ``verify`` commands on ``app``."""
+
+    @app.command(
+        option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Root of the tree to write."),
+        option("--hours", type=int, default=2, help="Hour files per table."),
+        option(
+            "--lines-per-hour",
+            default="100000",
+            help="Good lines per hour: a total split in the production mix (23.5k:15.6k:0.2k), or table=N,...",
+        ),
+        option("--lines-per-block", default=None, help="Mean lines per block: one number or table=N,... (default: production)."),
+        option("--seed", type=int, default=0, help="Same seed, same bytes."),
+        option("--start", default="20260610/13", help="First hour (UTC): YYYYMMDD/H or YYYY-MM-DDTHH."),
+        option("--bad-every", type=int, default=None, help="Inject a DLQ-bound line after every Nth good line of a table."),
+        option("--bad-kinds", default=",".join(BAD_KINDS), help="Kinds to cycle through (add 'oversize' for 8 MiB lines)."),
+        option("--summary-json", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the summary (files, bad lines) as JSON here."),
+        base=ToolCommand,
+    )
+    async def generate(
+        self: ToolCommand,
+        out: Path,
+        hours: int,
+        lines_per_hour: str,
+        lines_per_block: str | None,
+        seed: int,
+        start: str,
+        bad_every: int | None,
+        bad_kinds: str,
+        summary_json: Path | None,
+    ) -> int:
+        """Write a seeded, node-shaped corpus: <out>/<table>/hourly/<YYYYMMDD>/<H> for the three tables."""
+        per_hour = parse_table_numbers(lines_per_hour, what="--lines-per-hour")
+        per_block = parse_table_numbers(lines_per_block, what="--lines-per-block")
+        summary = await asyncio.to_thread(
+            generate_corpus,
+            out,
+            hours=hours,
+            lines_per_hour=_ints(per_hour) if per_hour is not None else 0,
+            lines_per_block=_ints(per_block) if per_block is not None else None,
+            seed=seed,
+            start=parse_start(start),
+            bad_every=bad_every,
+            bad_kinds=[k.strip() for k in bad_kinds.split(",") if k.strip()],
+        )
+        if summary_json is not None:
+            summary_json.write_text(json.dumps(summary.to_dict(), indent=2))
+        print(
+            f"generated {len(summary.files)} files, {summary.lines:,} lines, {summary.bytes / 1e6:,.1f} MB "
+            f"({len(summary.bad_lines)} bad) in {summary.seconds:.1f}s = {summary.mb_per_s:,.1f} MB/s -> {out}"
+        )
+        return 0
+
+    @app.command(
+        option("--corpus", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True, help="Tree to replay."),
+        option("--target", envvar="REPLAY_DIR", type=click.Path(file_okay=False, path_type=Path), required=True, help="Watched tree to append into [env REPLAY_DIR]."),
+        option("--chunk-bytes", type=int, default=64 * 1024, help="Mean append size; actual sizes are ragged (0.5x-1.5x)."),
+        option("--cadence-ms", envvar="REPLAY_CADENCE", type=int, default=250, help="Append tick [env REPLAY_CADENCE]."),
+        option("--speed", envvar="REPLAY_SPEED", default=None, help="Real-time factor vs the corpus's hours (60 = an hour per minute), or 'max' [env REPLAY_SPEED]."),
+        option("--lines-per-s", default=None, help="Target line rate per table, table=N,... (default: production rates; ignored with --speed)."),
+        option("--rewrite-local-time/--keep-local-time", default=False, help="Set each line's local_time to 'now' when appended."),
+        option("--progress/--no-progress", default=None, show_default=False, help="Progress per table (default: on a terminal outside CI)."),
+        option("--seed", type=int, default=0, help="Seed of the chunk sizes."),
+        base=ToolCommand,
+    )
+    async def replay(
+        self: ToolCommand,
+        corpus: Path,
+        target: Path,
+        chunk_bytes: int,
+        cadence_ms: int,
+        speed: str | None,
+        lines_per_s: str | None,
+        rewrite_local_time: bool,
+        progress: bool | None,
+        seed: int,
+    ) -> int:
+        """Append a corpus into a watched tree like a live node: ragged chunks, three tables at once, hourly rotation."""
+        rates = parse_table_numbers(lines_per_s, what="--lines-per-s")
+        if isinstance(rates, int):
+            raise click.BadParameter("--lines-per-s takes table=N,...")
+        summary = await run_replay(
+            corpus,
+            target,
+            chunk_bytes=chunk_bytes,
+            cadence_s=cadence_ms / 1000,
+            speed=parse_speed(speed),
+            lines_per_s=rates,
+            rewrite_local_time=rewrite_local_time,
+            progress=progress,
+            seed=seed,
+        )
+        lines = sum(t.lines for t in summary.tables.values())
+        print(
+            f"replayed {summary.bytes / 1e6:,.1f} MB, {lines:,} lines in {summary.seconds:.1f}s "
+            f"= {summary.mb_per_s:,.1f} MB/s -> {target}"
+        )
+        return 0
+
+    @app.command(
+        option("--watch-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None, help="Tree the sidecar published [default: WATCH_DIR]."),
+        option("--bootstrap", default=None, help="Kafka bootstrap servers [default: KAFKA_BOOTSTRAP]."),
+        option("--node", default=None, help="Only seals of this node; tolerate other sidecars' messages."),
+        option("--backup-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Also check backups under this dir."),
+        option("--allowed-duplicates", type=int, default=0, help="Duplicates tolerated before failing."),
+        option("--timeout", type=float, default=60.0, help="Seconds to wait for the topics to converge."),
+        option("--settle", type=float, default=2.0, help="Seconds the end offsets must stay still."),
+        option("--report-json", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the report as JSON here."),
+        base=ToolCommand,
+    )
+    async def verify(
+        self: ToolCommand,
+        watch_dir: Path | None,
+        bootstrap: str | None,
+        node: str | None,
+        backup_dir: Path | None,
+        allowed_duplicates: int,
+        timeout: float,
+        settle: float,
+        report_json: Path | None,
+    ) -> int:
+        """Check that every line, bad line, seal and backup of a watch tree is in Kafka, once and correct. Exit 1 if not."""
+        settings = load_settings()
+        report = await run_verify(
+            watch_dir or settings.watch_dir,
+            bootstrap or settings.kafka_bootstrap,
+            topics={**settings.topics, DLQ: settings.topic_dlq, SEALS: settings.topic_seals},
+            node=node,
+            backup_dir=backup_dir,
+            allowed_duplicates=allowed_duplicates,
+            timeout_s=timeout,
+            settle_s=settle,
+            max_line_bytes=settings.max_line_bytes,
+            client_kwargs=settings.security.client_kwargs(),
+        )
+        print(report.summary())
+        if report_json is not None:
+            report_json.write_text(json.dumps(report.to_dict(), indent=2))
+        sys.stdout.flush()
+        return 0 if report.ok else 1
+
+
+def _ints(value: int | dict[str, float]) -> int | dict[str, int]:
+    return value if isinstance(value, int) else {table: int(n) for table, n in value.items()}

@@ -1,0 +1,289 @@
+"""Settings: ``faust.ini`` holds the defaults, environment variables override them.
+
+Every setting has one name, used both as the ``faust.ini`` key (section ``[sidecar]``) and as the
+environment variable. Invalid values raise :class:`ConfigError`, whose message names the setting,
+so the worker can stop with one clear line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from hyperdata_sidecar.core.tables import TABLES, TableSpec
+
+CONFIG_FILE_ENV = "SIDECAR_CONFIG"
+SECTION = "sidecar"
+
+#: The built-in defaults. ``faust.ini`` at the repo root ships exactly these (a test keeps them equal).
+DEFAULTS: dict[str, str] = {
+    "WATCH_DIR": "/watch",
+    "KAFKA_BOOTSTRAP": "kafka:29092",
+    "TOPIC_BOOK_DIFFS": "hyperliquid.book-diffs",
+    "TOPIC_ORDER_STATUSES": "hyperliquid.order-statuses",
+    "TOPIC_FILLS": "hyperliquid.fills",
+    "TOPIC_SEALS": "hyperliquid.node-files",
+    "TOPIC_DLQ": "hyperliquid.sidecar-dlq",
+    "TOPIC_REPLICATION_FACTOR": "1",
+    "TOPICS_APPLY_ON_START": "true",
+    "POLL_INTERVAL_MS": "250",
+    "READ_BUDGET_BYTES": "4194304",
+    "MAX_LINE_BYTES": "8388608",
+    "INITIAL_POSITION": "beginning",
+    "SEAL_GRACE_MS": "3000",
+    "STATE_PATH": "/state",
+    "BACKUP_SINK": "local",
+    "BACKUP_DIR": "/backups",
+    "NODE_ID": "",
+    "WEB_BIND": "0.0.0.0",
+    "WEB_PORT": "6066",
+    "LAG_WARN_SECONDS": "30",
+    "LAG_WARN_BYTES": "268435456",
+    "PRODUCER_LINGER_MS": "5",
+    "PRODUCER_BATCH_BYTES": "1048576",
+    "KAFKA_SECURITY_PROTOCOL": "PLAINTEXT",
+    "KAFKA_SASL_MECHANISM": "",
+    "KAFKA_SASL_USERNAME": "",
+    "KAFKA_SASL_PASSWORD": "",
+    "KAFKA_SSL_CAFILE": "",
+    "KAFKA_SSL_CERTFILE": "",
+    "KAFKA_SSL_KEYFILE": "",
+}
+
+BACKUP_SINKS = ("local", "none")
+INITIAL_POSITIONS = ("beginning", "end")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class ConfigError(ValueError):
+    """A setting has an invalid value. ``str(err)`` is one line that names the setting."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting}: {problem}")
+        self.setting = setting
+
+
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """Client security settings passed through to every Kafka client the sidecar creates."""
+
+    protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    sasl_password: str = field(default="", repr=False)
+    ssl_cafile: str = ""
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+
+    def client_kwargs(self) -> dict[str, object]:
+        """Keyword arguments for aiokafka clients (producer, consumer, admin)."""
+        kwargs: dict[str, object] = {"security_protocol": self.protocol}
+        if self.protocol in ("SSL", "SASL_SSL"):
+            from aiokafka.helpers import create_ssl_context
+
+            kwargs["ssl_context"] = create_ssl_context(
+                cafile=self.ssl_cafile or None,
+                certfile=self.ssl_certfile or None,
+                keyfile=self.ssl_keyfile or None,
+            )
+        if self.protocol.startswith("SASL_"):
+            kwargs["sasl_mechanism"] = self.sasl_mechanism
+            kwargs["sasl_plain_username"] = self.sasl_username
+            kwargs["sasl_plain_password"] = self.sasl_password
+        return kwargs
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The sidecar's effective configuration."""
+
+    watch_dir: Path
+    kafka_bootstrap: str
+    topics: Mapping[str, str]  # table dir name -> data topic
+    topic_seals: str
+    topic_dlq: str
+    topic_replication_factor: int
+    topics_apply_on_start: bool
+    poll_interval_s: float
+    read_budget_bytes: int
+    max_line_bytes: int
+    initial_position: str
+    seal_grace_s: float
+    state_path: Path
+    backup_sink: str
+    backup_dir: Path
+    node_id: str
+    web_bind: str
+    web_port: int
+    lag_warn_seconds: float
+    lag_warn_bytes: int
+    producer_linger_ms: int
+    producer_batch_bytes: int
+    security: KafkaSecurity
+
+    def topic_for(self, spec: TableSpec) -> str:
+        return self.topics[spec.dir_name]
+
+    def public_summary(self) -> dict[str, object]:
+        """The configuration in effect, safe to log or serve (no secrets)."""
+        return {
+            "watch_dir": str(self.watch_dir),
+            "kafka_bootstrap": self.kafka_bootstrap,
+            "topics": dict(self.topics),
+            "topic_seals": self.topic_seals,
+            "topic_dlq": self.topic_dlq,
+            "poll_interval_ms": round(self.poll_interval_s * 1000),
+            "read_budget_bytes": self.read_budget_bytes,
+            "max_line_bytes": self.max_line_bytes,
+            "initial_position": self.initial_position,
+            "seal_grace_ms": round(self.seal_grace_s * 1000),
+            "state_path": str(self.state_path),
+            "backup_sink": self.backup_sink,
+            "backup_dir": str(self.backup_dir),
+            "node_id": self.node_id,
+            "web": f"{self.web_bind}:{self.web_port}",
+            "security_protocol": self.security.protocol,
+        }
+
+
+def read_config_file(env: Mapping[str, str]) -> dict[str, str]:
+    """Values from the ``faust.ini`` in effect: ``$SIDECAR_CONFIG``, else ``./faust.ini`` if present."""
+    explicit = env.get(CONFIG_FILE_ENV)
+    path = Path(explicit) if explicit else Path("faust.ini")
+    if not path.is_file():
+        if explicit:
+            raise ConfigError(CONFIG_FILE_ENV, f"config file {path} does not exist")
+        return {}
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # keep keys upper-case, as the env vars are
+    parser.read(path)
+    if not parser.has_section(SECTION):
+        return {}
+    unknown = sorted(set(parser[SECTION]) - set(DEFAULTS))
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown setting in {path}")
+    return dict(parser[SECTION])
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Build :class:`Settings` from defaults, the config file and ``env`` (``os.environ`` by default)."""
+    env = os.environ if env is None else env
+    raw = {**DEFAULTS, **read_config_file(env)}
+    raw.update({name: env[name] for name in DEFAULTS if name in env})
+    return _parse(raw)
+
+
+def _parse(raw: Mapping[str, str]) -> Settings:
+    security = KafkaSecurity(
+        protocol=_choice(raw, "KAFKA_SECURITY_PROTOCOL", SECURITY_PROTOCOLS),
+        sasl_mechanism=_choice(raw, "KAFKA_SASL_MECHANISM", SASL_MECHANISMS),
+        sasl_username=raw["KAFKA_SASL_USERNAME"],
+        sasl_password=raw["KAFKA_SASL_PASSWORD"],
+        ssl_cafile=raw["KAFKA_SSL_CAFILE"],
+        ssl_certfile=raw["KAFKA_SSL_CERTFILE"],
+        ssl_keyfile=raw["KAFKA_SSL_KEYFILE"],
+    )
+    if security.protocol.startswith("SASL_") and not security.sasl_mechanism:
+        raise ConfigError("KAFKA_SASL_MECHANISM", f"required with KAFKA_SECURITY_PROTOCOL={security.protocol}")
+    return Settings(
+        watch_dir=Path(_nonempty(raw, "WATCH_DIR")),
+        kafka_bootstrap=_nonempty(raw, "KAFKA_BOOTSTRAP"),
+        topics={spec.dir_name: _nonempty(raw, spec.topic_env) for spec in TABLES},
+        topic_seals=_nonempty(raw, "TOPIC_SEALS"),
+        topic_dlq=_nonempty(raw, "TOPIC_DLQ"),
+        topic_replication_factor=_positive_int(raw, "TOPIC_REPLICATION_FACTOR"),
+        topics_apply_on_start=_bool(raw, "TOPICS_APPLY_ON_START"),
+        poll_interval_s=_positive_int(raw, "POLL_INTERVAL_MS") / 1000,
+        read_budget_bytes=_positive_int(raw, "READ_BUDGET_BYTES"),
+        max_line_bytes=_positive_int(raw, "MAX_LINE_BYTES"),
+        initial_position=_choice(raw, "INITIAL_POSITION", INITIAL_POSITIONS),
+        seal_grace_s=_non_negative_int(raw, "SEAL_GRACE_MS") / 1000,
+        state_path=Path(_nonempty(raw, "STATE_PATH")),
+        backup_sink=_choice(raw, "BACKUP_SINK", BACKUP_SINKS),
+        backup_dir=Path(_nonempty(raw, "BACKUP_DIR")),
+        node_id=_node_id(raw["NODE_ID"]),
+        web_bind=_nonempty(raw, "WEB_BIND"),
+        web_port=_port(raw, "WEB_PORT"),
+        lag_warn_seconds=_positive_int(raw, "LAG_WARN_SECONDS"),
+        lag_warn_bytes=_positive_int(raw, "LAG_WARN_BYTES"),
+        producer_linger_ms=_non_negative_int(raw, "PRODUCER_LINGER_MS"),
+        producer_batch_bytes=_positive_int(raw, "PRODUCER_BATCH_BYTES"),
+        security=security,
+    )
+
+
+def _nonempty(raw: Mapping[str, str], name: str) -> str:
+    value = raw[name].strip()
+    if not value:
+        raise ConfigError(name, "must not be empty")
+    return value
+
+
+def _int(raw: Mapping[str, str], name: str) -> int:
+    value = raw[name].strip()
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(name, f"must be an integer (got {value!r})") from None
+
+
+def _positive_int(raw: Mapping[str, str], name: str) -> int:
+    value = _int(raw, name)
+    if value <= 0:
+        raise ConfigError(name, f"must be greater than 0 (got {value})")
+    return value
+
+
+def _non_negative_int(raw: Mapping[str, str], name: str) -> int:
+    value = _int(raw, name)
+    if value < 0:
+        raise ConfigError(name, f"must not be negative (got {value})")
+    return value
+
+
+def _port(raw: Mapping[str, str], name: str) -> int:
+    value = _int(raw, name)
+    if not 0 < value < 65536:
+        raise ConfigError(name, f"must be a TCP port 1-65535 (got {value})")
+    return value
+
+
+def _bool(raw: Mapping[str, str], name: str) -> bool:
+    value = raw[name].strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(name, f"must be true or false (got {raw[name]!r})")
+
+
+def _choice(raw: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    value = raw[name].strip()
+    if value not in choices:
+        shown = ", ".join(c or "''" for c in choices)
+        raise ConfigError(name, f"must be one of {shown} (got {value!r})")
+    return value
+
+
+def _node_id(value: str) -> str:
+    node = value.strip() or socket.gethostname()
+    if not all(c.isalnum() or c in "-_." for c in node):
+        raise ConfigError("NODE_ID", f"may only contain letters, digits, '-', '_' and '.' (got {node!r})")
+    return node
+
+
+def check_runtime(settings: Settings) -> None:
+    """Checks that need the file system; run when the worker starts, not on import."""
+    if not settings.watch_dir.is_dir():
+        raise ConfigError("WATCH_DIR", f"{settings.watch_dir} is not a directory")
+    if not os.access(settings.watch_dir, os.R_OK | os.X_OK):
+        raise ConfigError("WATCH_DIR", f"{settings.watch_dir} is not readable")
+    if settings.backup_sink == "local":
+        watch, backups = settings.watch_dir.resolve(), settings.backup_dir.resolve()
+        if backups == watch or watch in backups.parents:
+            raise ConfigError("BACKUP_DIR", f"{settings.backup_dir} is inside WATCH_DIR; the sidecar never writes there")

@@ -1,0 +1,108 @@
+"""The seal record published to ``hyperliquid.node-files`` once per finalized hour file."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+
+def iso_utc(ts: float) -> str:
+    """``ts`` (seconds since the epoch) as UTC ISO 8601 with milliseconds (truncated) and a Z suffix,
+    e.g. ``"2026-06-10T14:00:00.123Z"``."""
+    moment = datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).replace(tzinfo=None)
+    return moment.isoformat(timespec="milliseconds") + "Z"
+
+
+@dataclass(frozen=True)
+class SealManifest:
+    """One finalized hour file: where it is, what it holds and its digest.
+
+    ``path`` is relative to WATCH_DIR; ``block_range`` is (first, last) block of its good lines, or
+    None if it has none; ``size`` and ``sha256`` cover the whole file; ``lines`` counts published
+    lines and ``dlq_lines`` the lines sent to the DLQ; ``node`` names the node that wrote it.
+    """
+
+    table: str
+    path: str
+    date: str
+    hour: str
+    block_range: tuple[int, int] | None
+    size: int
+    sha256: str
+    finalized_at: str
+    lines: int
+    dlq_lines: int
+    node: str
+
+    @property
+    def key(self) -> str:
+        """The Kafka key of the seal record: ``<table>|<date>|<hour>``."""
+        return f"{self.table}|{self.date}|{self.hour}"
+
+    def to_json(self) -> bytes:
+        """The record value: a JSON object with the fields in declaration order."""
+        return orjson.dumps(
+            {
+                "table": self.table,
+                "path": self.path,
+                "date": self.date,
+                "hour": self.hour,
+                "block_range": list(self.block_range) if self.block_range is not None else None,
+                "size": self.size,
+                "sha256": self.sha256,
+                "finalized_at": self.finalized_at,
+                "lines": self.lines,
+                "dlq_lines": self.dlq_lines,
+                "node": self.node,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes) -> SealManifest:
+        """Parse a record value written by :meth:`to_json`.
+
+        Raises ValueError (naming the field) if ``data`` is not such an object; unknown fields are ignored.
+        """
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"seal manifest is not JSON: {exc}") from exc
+        if type(obj) is not dict:
+            raise ValueError("seal manifest is not a JSON object")
+        return cls(
+            table=_field(obj, "table", str),
+            path=_field(obj, "path", str),
+            date=_field(obj, "date", str),
+            hour=_field(obj, "hour", str),
+            block_range=_block_range(obj),
+            size=_field(obj, "size", int),
+            sha256=_field(obj, "sha256", str),
+            finalized_at=_field(obj, "finalized_at", str),
+            lines=_field(obj, "lines", int),
+            dlq_lines=_field(obj, "dlq_lines", int),
+            node=_field(obj, "node", str),
+        )
+
+
+def _field(obj: dict[str, Any], name: str, kind: type) -> Any:
+    if name not in obj:
+        raise ValueError(f"seal manifest has no {name!r}")
+    value = obj[name]
+    # type() and not isinstance(): a JSON boolean is not a count.
+    if type(value) is not kind:
+        raise ValueError(f"seal manifest {name!r} is {type(value).__name__}, expected {kind.__name__}")
+    return value
+
+
+def _block_range(obj: dict[str, Any]) -> tuple[int, int] | None:
+    if "block_range" not in obj:
+        raise ValueError("seal manifest has no 'block_range'")
+    value = obj["block_range"]
+    if value is None:
+        return None
+    if type(value) is not list or len(value) != 2 or any(type(b) is not int for b in value):
+        raise ValueError(f"seal manifest 'block_range' is not [first, last] integers: {value!r}")
+    return value[0], value[1]

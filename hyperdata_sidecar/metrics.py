@@ -1,0 +1,263 @@
+"""The sidecar's Prometheus metrics, behind one small interface named for domain events.
+
+Every installed sidecar owns a ``SidecarMetrics`` with its own ``CollectorRegistry``, so two
+sidecars in one process never collide and nothing lands in prometheus_client's global registry.
+Names carry the ``hyperdata_sidecar_`` prefix, counters end in ``_total``, units are seconds
+and bytes. Per-file series exist only for a table's current file: moving a table to a new file
+removes the previous file's series, so label cardinality stays bounded by the number of tables.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from hyperdata_sidecar.core.tables import TABLES
+
+PREFIX = "hyperdata_sidecar_"
+BACKUP_RESULTS = ("ok", "noop", "failed")
+
+POLL_CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# From a running digest (milliseconds) to a full re-hash of a 50 GB file after a restart (minutes).
+SEAL_LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0)
+
+
+def block_time_to_epoch(block_time: str) -> float | None:
+    """Seconds since the epoch for a node timestamp such as ``2026-06-10T12:56:15.035481067``.
+
+    A timestamp without a zone is UTC (the node writes UTC). Digits beyond microseconds are
+    dropped. Returns ``None`` for anything that is not an ISO-8601 timestamp.
+    """
+    try:
+        parsed = datetime.fromisoformat(block_time)
+    except (TypeError, ValueError):
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+class _CurrentFileGauge:
+    """A ``{table, file}`` gauge that keeps one series per table: the one for its current file."""
+
+    def __init__(self, gauge: Gauge) -> None:
+        self._gauge = gauge
+        self._current: dict[str, str] = {}
+
+    def set(self, table: str, file: str, value: float) -> None:
+        previous = self._current.get(table)
+        if previous is not None and previous != file:
+            self._gauge.remove(table, previous)
+        self._current[table] = file
+        self._gauge.labels(table, file).set(value)
+
+
+class SidecarMetrics:
+    """The metrics of one sidecar; the shell reports events here and serves ``render()`` at /metrics.
+
+    ``tables`` are pre-initialised to zero so a scrape shows every table before its first line.
+    ``clock`` returns the current epoch seconds; the lag gauges are computed from it at scrape
+    time, so a table that stops publishing shows a growing lag rather than a frozen one.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        tables: Iterable[str] = tuple(spec.dir_name for spec in TABLES),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._clock = clock
+        self._tables: set[str] = set()
+        self._newest_block_time: dict[str, float] = {}
+        self._oldest_unsealed: dict[str, float | None] = {}
+        self._define()
+        for table in tables:
+            self._track(table)
+        for result in BACKUP_RESULTS:
+            self._backups.labels(result)
+
+    # -- definitions -----------------------------------------------------------------------
+
+    def _define(self) -> None:
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(PREFIX + name, doc, labels, registry=self.registry)
+
+        def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(PREFIX + name, doc, labels, registry=self.registry)
+
+        table, table_file = ("table",), ("table", "file")
+        self._lines = counter("lines_published_total", "Data lines acked by the broker.", table)
+        self._bytes = counter("bytes_read_total", "Bytes read from the node's hour files.", table)
+        self._publish_lag = gauge(
+            "publish_lag_seconds", "Now minus the newest published block_time (0 before any).", table
+        )
+        self._tail_lag = _CurrentFileGauge(
+            gauge("tail_offset_lag_bytes", "File size minus persisted offset, current file only.", table_file)
+        )
+        self._partial = _CurrentFileGauge(
+            gauge("partial_line_held_bytes", "Bytes of an incomplete last line held back.", table_file)
+        )
+        self._seals = counter("seals_emitted_total", "Seal events published.", table)
+        self._seal_latency = Histogram(
+            PREFIX + "seal_latency_seconds",
+            "Time from an hour file's finalization to its seal being published.",
+            buckets=SEAL_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._persist_failures = counter("state_persist_failures_total", "Failed checkpoint writes.")
+        self._dlq = counter("dlq_lines_total", "Lines sent to the DLQ.", ("table", "reason"))
+        self._backups = counter("backups_total", "Backup attempts by result (ok, noop, failed).", ("result",))
+        self._producer_errors = counter("producer_errors_total", "Data-plane producer errors.", ("kind",))
+        self._producer_retries = counter("producer_retries_total", "Data-plane batches sent again.")
+        self._poll_cycle = Histogram(
+            PREFIX + "poll_cycle_seconds",
+            "Duration of one tail cycle (read, publish, ack, checkpoint).",
+            table,
+            buckets=POLL_CYCLE_BUCKETS,
+            registry=self.registry,
+        )
+        self._files_tailed = gauge("files_tailed", "Hour files currently tracked.", table)
+        self._oldest_unsealed_age = gauge(
+            "oldest_unsealed_finalized_age_seconds",
+            "Age of the oldest finalized hour file without a seal (0 when none).",
+            table,
+        )
+        self._broker_connected = gauge("broker_connected", "1 while the data-plane producer is connected.")
+        self._deleted = counter(
+            "deleted_files_total", "Hour files deleted under the tailer.", ("table", "reason")
+        )
+        self._truncated = counter(
+            "truncated_files_total", "Hour files found shorter than their offset.", table
+        )
+        self._ready = gauge(
+            "ready", "1 when tables are recovered, the producer connected and WATCH_DIR readable."
+        )
+
+    def _track(self, table: str) -> None:
+        """Create ``table``'s series, including the lag gauges computed at scrape time."""
+        if table in self._tables:
+            return
+        self._tables.add(table)
+        for metric in (self._lines, self._bytes, self._seals, self._truncated, self._files_tailed):
+            metric.labels(table)
+        self._poll_cycle.labels(table)
+        self._publish_lag.labels(table).set_function(
+            lambda: self._lag_since(self._newest_block_time.get(table))
+        )
+        self._oldest_unsealed_age.labels(table).set_function(
+            lambda: self._lag_since(self._oldest_unsealed.get(table))
+        )
+
+    def _lag_since(self, epoch: float | None) -> float:
+        return 0.0 if epoch is None else max(0.0, self._clock() - epoch)
+
+    # -- tailing ---------------------------------------------------------------------------
+
+    def bytes_read(self, table: str, nbytes: int) -> None:
+        self._bytes.labels(table).inc(nbytes)
+
+    def lines_published(self, table: str, count: int, newest_block_time: str | None = None) -> None:
+        """``count`` lines acked; ``newest_block_time`` is the block_time of the last of them."""
+        self._track(table)
+        self._lines.labels(table).inc(count)
+        if newest_block_time is not None:
+            epoch = block_time_to_epoch(newest_block_time)
+            if epoch is not None:
+                self._newest_block_time[table] = epoch
+
+    def set_tail_lag(self, table: str, file: str, nbytes: int) -> None:
+        """Tail lag of ``table``'s current ``file``; the previous file's series is removed."""
+        self._tail_lag.set(table, file, nbytes)
+
+    def set_partial_held(self, table: str, file: str, nbytes: int) -> None:
+        """Bytes of an incomplete line held for ``table``'s current ``file``; previous file removed."""
+        self._partial.set(table, file, nbytes)
+
+    def set_files_tailed(self, table: str, count: int) -> None:
+        self._files_tailed.labels(table).set(count)
+
+    def poll_cycle(self, table: str, seconds: float) -> None:
+        self._poll_cycle.labels(table).observe(seconds)
+
+    def dlq(self, table: str, reason: str, count: int = 1) -> None:
+        self._dlq.labels(table, reason).inc(count)
+
+    def file_deleted(self, table: str, reason: str) -> None:
+        self._deleted.labels(table, reason).inc()
+
+    def file_truncated(self, table: str) -> None:
+        self._truncated.labels(table).inc()
+
+    def state_persist_failed(self) -> None:
+        self._persist_failures.inc()
+
+    # -- producer and health ---------------------------------------------------------------
+
+    def producer_error(self, kind: str) -> None:
+        self._producer_errors.labels(kind).inc()
+
+    def producer_retry(self, count: int = 1) -> None:
+        self._producer_retries.inc(count)
+
+    def set_broker_connected(self, connected: bool) -> None:
+        self._broker_connected.set(1 if connected else 0)
+
+    def set_ready(self, ready: bool) -> None:
+        self._ready.set(1 if ready else 0)
+
+    # -- seals and backups -----------------------------------------------------------------
+
+    def seal_emitted(self, table: str, latency_seconds: float) -> None:
+        """One seal published, ``latency_seconds`` after its file was finalized."""
+        self._seals.labels(table).inc()
+        self._seal_latency.observe(latency_seconds)
+
+    def set_oldest_unsealed(self, table: str, finalized_at: float | None) -> None:
+        """Epoch seconds at which ``table``'s oldest unsealed finalized file was finalized, or None."""
+        self._track(table)
+        self._oldest_unsealed[table] = finalized_at
+
+    def backup_result(self, result: str) -> None:
+        if result not in BACKUP_RESULTS:
+            raise ValueError(f"backup result must be one of {BACKUP_RESULTS}, not {result!r}")
+        self._backups.labels(result).inc()
+
+    # -- reading back (for the status page and JSON views) --------------------------------
+
+    def lines_published_totals(self) -> dict[str, int]:
+        """Lines published per table since this process started (every known table, zeros included)."""
+        return {labels["table"]: int(count) for labels, count in _totals(self._lines)}
+
+    def dlq_counts(self) -> dict[str, dict[str, int]]:
+        """Lines sent to the DLQ since this process started: table → reason → count."""
+        counts: dict[str, dict[str, int]] = {}
+        for labels, count in _totals(self._dlq):
+            counts.setdefault(labels["table"], {})[labels["reason"]] = int(count)
+        return counts
+
+    def publish_lag_seconds(self, table: str) -> float | None:
+        """Now minus the newest published block_time of ``table``; None before its first line."""
+        epoch = self._newest_block_time.get(table)
+        return None if epoch is None else self._lag_since(epoch)
+
+    # -- exposition ------------------------------------------------------------------------
+
+    def render(self) -> tuple[bytes, str]:
+        """The body and content type of a /metrics response."""
+        return prometheus_client.generate_latest(self.registry), prometheus_client.CONTENT_TYPE_LATEST
+
+
+def _totals(counter: Counter) -> list[tuple[dict[str, str], float]]:
+    """The ``_total`` samples of a labelled counter as (labels, value) pairs."""
+    return [
+        (sample.labels, sample.value)
+        for family in counter.collect()
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    ]

@@ -1,0 +1,240 @@
+"""Installs the sidecar into a Faust app: topics, tables, timers, agents, a runtime service and pages.
+
+``hyperdata_sidecar.app`` is one app built this way; another Faust app embeds the sidecar by calling
+:func:`install` on itself. Every registration has an explicit name under ``hyperdata_sidecar.``, so
+it cannot collide with the host app's own agents or be registered twice by autodiscovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any, Iterable
+
+import faust
+from aiokafka.errors import KafkaError
+from mode import Service
+
+from hyperdata_sidecar.backup import make_sink
+from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
+from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
+from hyperdata_sidecar.core.seal import SealManifest
+from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.producer import DataPlaneProducer
+from hyperdata_sidecar.tailer import Abandoned, TableTailer
+from hyperdata_sidecar.topics import apply_contract, load_contract
+
+INSTALLED_ATTR = "_hyperdata_sidecar"
+JSON_SCHEMA = dict(key_type=str, value_type=dict, key_serializer="json", value_serializer="json")
+CONNECT_MAX_BACKOFF_S = 30.0
+
+
+class Sidecar:
+    """The sidecar's parts on one Faust app. Created by :func:`install`; reach it as ``app._hyperdata_sidecar``."""
+
+    def __init__(self, app: faust.App, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+        self.metrics = SidecarMetrics()
+        self.log = EventLog(node=settings.node_id)
+        self.producer = DataPlaneProducer(
+            settings.kafka_bootstrap,
+            linger_ms=settings.producer_linger_ms,
+            batch_bytes=settings.producer_batch_bytes,
+            client_kwargs=settings.security.client_kwargs(),
+        )
+        self.sink = make_sink(settings.backup_sink, settings.backup_dir)
+        prefix = app.conf.id
+        self.progress_topic = app.topic(
+            f"{prefix}-sidecar-progress", partitions=1, internal=True, key_serializer="json", value_serializer="json"
+        )
+        self.rotations_topic = app.topic(
+            f"{prefix}-sidecar-rotations", partitions=1, internal=True, key_serializer="json", value_serializer="raw"
+        )
+        schema = faust.Schema(**JSON_SCHEMA)
+        self.offsets = app.Table("sidecar-offsets", partitions=1, store="rocksdb://", schema=schema, help="per-file tail state")
+        self.seals = app.Table("sidecar-seals", partitions=1, store="rocksdb://", schema=schema, help="sealed hour files")
+        self.backups = app.Table("sidecar-backups", partitions=1, store="rocksdb://", schema=schema, help="backup results")
+        self.tailers: dict[str, TableTailer] = {}
+        self.connected = asyncio.Event()
+        self.synced = False
+        self.broker_connected = False
+        self.started_at = time.time()
+        self._sync_lock = asyncio.Lock()
+        self._barriers: dict[str, asyncio.Future] = {}
+
+    # ------------------------------------------------------------------ TailerHost
+
+    @property
+    def stopping(self) -> bool:
+        return bool(self.app.should_stop)
+
+    async def checkpoint(self, cursor: FileCursor) -> None:
+        await self.progress_topic.send(key=cursor.path, value={"kind": "checkpoint", "cursor": cursor.to_record()})
+
+    async def rotate(self, manifest: SealManifest) -> None:
+        await self.rotations_topic.send(key=manifest.path, value=manifest.to_json())
+
+    async def forget(self, path: str) -> None:
+        await self.progress_topic.send(key=path, value={"kind": "forget", "path": path})
+
+    def broker_state(self, connected: bool) -> None:
+        if connected != self.broker_connected:
+            self.broker_connected = connected
+            self.metrics.set_broker_connected(connected)
+            self.log.info("broker_connected" if connected else "broker_unreachable", bootstrap=self.settings.kafka_bootstrap)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def connect(self) -> None:
+        """Check the watch dir, apply the topic contract and connect the producer, retrying the broker."""
+        check_runtime(self.settings)
+        delay = 0.5
+        while not self.stopping:
+            try:
+                if self.settings.topics_apply_on_start:
+                    await apply_contract(
+                        self.settings.kafka_bootstrap,
+                        load_contract(),
+                        replication_factor=self.settings.topic_replication_factor,
+                        admin_kwargs=self.settings.security.client_kwargs(),
+                    )
+                await self.producer.start()
+            except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+                self.broker_state(False)
+                self.log.warning(
+                    "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, error=f"{type(exc).__name__}: {exc}", retry_in_s=delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, CONNECT_MAX_BACKOFF_S)
+                continue
+            self.broker_state(True)
+            self.connected.set()
+            return
+
+    async def disconnect(self) -> None:
+        self.metrics.set_ready(False)
+        await self.producer.stop()
+
+    async def tick(self, table: str) -> None:
+        """One poll of one table (called by that table's timer)."""
+        if not self.connected.is_set():
+            return
+        if not self.synced:
+            await self._sync()
+        try:
+            await self.tailers[table].tick()
+        except Abandoned:
+            return
+        except OSError as exc:
+            self.log.limited(logging.ERROR, "tick_failed", table, 10.0, table=table, error=f"{type(exc).__name__}: {exc}")
+
+    async def _sync(self) -> None:
+        """Wait until every checkpoint sent before this process started is in the offsets table."""
+        async with self._sync_lock:
+            if self.synced:
+                return
+            token = uuid.uuid4().hex
+            reached = self._barriers[token] = asyncio.get_running_loop().create_future()
+            await self.progress_topic.send(key=None, value={"kind": "barrier", "token": token})
+            await reached
+            stored: dict[str, dict[str, FileCursor]] = {spec.dir_name: {} for spec in TABLES}
+            for path, record in self.offsets.items():
+                cursor = FileCursor.from_record(record)
+                stored.setdefault(path.split("/", 1)[0], {})[path] = cursor
+            for spec in TABLES:
+                self.tailers[spec.dir_name] = TableTailer(spec, self.settings, self, stored[spec.dir_name])
+            await self._resend_rotations(c for files in stored.values() for c in files.values())
+            self.synced = True
+            self.metrics.set_ready(True)
+            self.log.info(
+                "startup",
+                config=self.settings.public_summary(),
+                resume_points={path: c.byte_offset for files in stored.values() for path, c in files.items()},
+            )
+
+    async def _resend_rotations(self, cursors: Iterable[FileCursor]) -> None:
+        """Hand finalized files whose seal or backup is not recorded to the agents again.
+
+        Covers every crash window between finalization and the agents' table writes; the agents skip
+        files that turn out to be sealed or backed up already.
+        """
+        for cursor in cursors:
+            if cursor.stage is not CursorStage.FINALIZED:
+                continue
+            backup = self.backups.get(cursor.path) or {}
+            if cursor.path in self.seals and backup.get("status") in ("ok", "disabled"):
+                continue
+            manifest = manifest_from_cursor(cursor, self.settings.node_id)
+            if manifest is not None:
+                self.log.info("rotation_resent", path=cursor.path)
+                await self.rotate(manifest)
+
+    # ------------------------------------------------------------------ agent side (inside stream events)
+
+    def apply_progress(self, record: dict[str, Any]) -> None:
+        """Apply one progress record to the tables; runs inside the ``progress`` agent."""
+        kind = record.get("kind")
+        if kind == "checkpoint":
+            cursor = record["cursor"]
+            self.offsets[cursor["path"]] = cursor
+        elif kind == "forget":
+            for table in (self.offsets, self.seals, self.backups):
+                table.pop(record["path"], None)
+        elif kind == "barrier":
+            reached = self._barriers.pop(record.get("token", ""), None)
+            if reached is not None and not reached.done():
+                reached.set_result(None)
+        else:
+            self.log.warning("unknown_progress_record", record=str(record)[:200])
+
+
+class SidecarRuntime(Service):
+    """Connects the data plane once the app is up (tables recovered) and closes it on shutdown."""
+
+    sidecar: Sidecar
+
+    async def on_start(self) -> None:
+        try:
+            await self.sidecar.connect()
+        except ConfigError as exc:
+            self.sidecar.log.error("config_error", setting=exc.setting, error=str(exc))
+            await self.crash(exc)
+
+    async def on_stop(self) -> None:
+        await self.sidecar.disconnect()
+
+
+def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
+    """Install the sidecar on ``app`` and return it.
+
+    Called once per app, before the worker starts. Registers: the internal progress and rotation
+    topics, the ``sidecar-offsets``/``sidecar-seals``/``sidecar-backups`` RocksDB tables, one poll
+    timer per node table, the ``progress``/``seal``/``backup`` agents, the runtime service and the web
+    pages. ``settings`` defaults to :func:`load_settings` (``faust.ini`` + environment).
+    Raises ``RuntimeError`` if the app already has a sidecar, :class:`ConfigError` on bad settings.
+    """
+    from hyperdata_sidecar.agents import install_agents
+    from hyperdata_sidecar.web import install_pages
+
+    if getattr(app, INSTALLED_ATTR, None) is not None:
+        raise RuntimeError(f"hyperdata-sidecar is already installed on app {app.conf.id!r}")
+    sidecar = Sidecar(app, settings or load_settings())
+    setattr(app, INSTALLED_ATTR, sidecar)
+    for spec in TABLES:
+        _install_timer(sidecar, spec.dir_name)
+    install_agents(sidecar)
+    app.service(type("SidecarRuntime", (SidecarRuntime,), {"sidecar": sidecar}))
+    install_pages(sidecar)
+    return sidecar
+
+
+def _install_timer(sidecar: Sidecar, table: str) -> None:
+    async def poll(*_: Any) -> None:
+        await sidecar.tick(table)
+
+    sidecar.app.timer(sidecar.settings.poll_interval_s, name=f"hyperdata_sidecar.poll.{table}")(poll)

@@ -1,0 +1,181 @@
+"""The verifier's findings: counts per table and kind, a few examples of each problem, a verdict."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+FAILING_KINDS: dict[str, str] = {
+    "lost": "a line of a file is not on its topic",
+    "wrong_topic": "a line is on another table's topic",
+    "wrong_key": "message key is not the coin of events[0]",
+    "wrong_partition": "partition is not murmur2(key) % partitions",
+    "wrong_value": "value is not the line's bytes",
+    "wrong_line_id": "line_id header missing or not <table>|<block>|<seq_in_block>",
+    "order": "a coin's lines are out of file order within its partition",
+    "unexpected": "a data message matches no good line of the tree",
+    "dlq_missing": "a bad line is not in the DLQ",
+    "dlq_wrong": "DLQ record with the wrong reason, key or value",
+    "dlq_unexpected": "a DLQ record matches no bad line of the tree",
+    "seal_missing": "a finalized file has no seal",
+    "seal_wrong": "a seal does not describe its file",
+    "seal_duplicate": "a finalized file has more than one seal",
+    "seal_unexpected": "a seal for a file that is not finalized or not in the tree",
+    "backup_missing": "a finalized file has no backup",
+    "backup_wrong": "a backup differs from its file (sha256)",
+}
+"""Kinds of problem that fail the verification, with what each means."""
+
+TOLERATED_KINDS: dict[str, str] = {
+    "duplicate": "a data line published more than once (fails above --allowed-duplicates)",
+    "dlq_duplicate": "a bad line sent to the DLQ more than once (counts as a duplicate)",
+    "foreign": "a message for a file outside this tree (other sidecars; only with --node)",
+}
+
+_EXAMPLES_PER_KIND = 20
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: its kind, table, where (source path and byte offset, if known) and what differs."""
+
+    kind: str
+    table: str
+    source: str | None
+    offset: int | None
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "table": self.table, "source": self.source, "offset": self.offset, "detail": self.detail}
+
+
+@dataclass
+class TableReport:
+    """One table: what its files hold, what Kafka holds, and the problems found."""
+
+    table: str
+    files: int = 0
+    finalized: int = 0
+    lines: int = 0  # good lines in the files
+    dlq_lines: int = 0  # bad lines in the files (incl. unterminated tails of finalized files)
+    records: int = 0  # data messages on the table's topic
+    dlq_records: int = 0
+    lines_ok: int = 0  # good lines found, every copy correct
+    dlq_ok: int = 0
+    seals_ok: int = 0
+    backups_ok: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def wrong(self) -> int:
+        return sum(n for kind, n in self.counts.items() if kind.startswith("wrong_") or kind == "unexpected")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "files": self.files,
+            "finalized": self.finalized,
+            "lines": self.lines,
+            "dlq_lines": self.dlq_lines,
+            "records": self.records,
+            "dlq_records": self.dlq_records,
+            "lines_ok": self.lines_ok,
+            "dlq_ok": self.dlq_ok,
+            "seals_ok": self.seals_ok,
+            "backups_ok": self.backups_ok,
+            "counts": dict(self.counts),
+        }
+
+
+@dataclass
+class VerifyReport:
+    """Everything the verifier found. ``ok`` only when nothing failing was found and the duplicates
+    (data and DLQ) are within ``allowed_duplicates``."""
+
+    allowed_duplicates: int = 0
+    backups_checked: bool = False
+    tables: dict[str, TableReport] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    _examples: Counter[str] = field(default_factory=Counter, repr=False)
+
+    def table(self, name: str) -> TableReport:
+        if name not in self.tables:
+            self.tables[name] = TableReport(name)
+        return self.tables[name]
+
+    def add(self, kind: str, table: str, source: str | None, offset: int | None, detail: str, count: int = 1) -> None:
+        """Count ``count`` problems of ``kind`` in ``table``, keeping the first few as examples."""
+        if kind not in FAILING_KINDS and kind not in TOLERATED_KINDS:
+            raise ValueError(f"unknown problem kind {kind!r}")
+        self.table(table).counts[kind] += count
+        if self._examples[kind] < _EXAMPLES_PER_KIND:
+            self._examples[kind] += 1
+            self.problems.append(Problem(kind, table, source, offset, detail))
+
+    def count(self, kind: str) -> int:
+        return sum(t.counts[kind] for t in self.tables.values())
+
+    @property
+    def duplicates(self) -> int:
+        return self.count("duplicate") + self.count("dlq_duplicate")
+
+    @property
+    def failures(self) -> int:
+        return sum(self.count(kind) for kind in FAILING_KINDS)
+
+    @property
+    def ok(self) -> bool:
+        return self.failures == 0 and self.duplicates <= self.allowed_duplicates
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "failures": self.failures,
+            "duplicates": self.duplicates,
+            "allowed_duplicates": self.allowed_duplicates,
+            "tables": {name: t.to_dict() for name, t in self.tables.items()},
+            "problems": [p.to_dict() for p in self.problems],
+            "notes": list(self.notes),
+        }
+
+    def summary(self) -> str:
+        """A human-readable table per table, examples of each problem, and the verdict line."""
+        header = ("table", "files", "final", "lines", "kafka", "lost", "dup", "wrong", "order", "dlq ok", "seals ok", "backups ok")
+        rows = [header]
+        for t in self.tables.values():
+            rows.append(
+                (
+                    t.table.removeprefix("node_").removesuffix("_streaming"),
+                    str(t.files),
+                    str(t.finalized),
+                    str(t.lines),
+                    str(t.records),
+                    str(t.counts["lost"]),
+                    str(t.counts["duplicate"] + t.counts["dlq_duplicate"]),
+                    str(t.wrong),
+                    str(t.counts["order"]),
+                    f"{t.dlq_ok}/{t.dlq_lines}",
+                    f"{t.seals_ok}/{t.finalized}",
+                    f"{t.backups_ok}/{t.finalized}" if self.backups_checked else "-",
+                )
+            )
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        out = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
+        kinds = {**FAILING_KINDS, **TOLERATED_KINDS}
+        for kind, meaning in kinds.items():
+            total = self.count(kind)
+            if total:
+                out.append(f"{kind}: {total} ({meaning})")
+                for p in self.problems:
+                    if p.kind == kind:
+                        where = f"{p.source}@{p.offset}" if p.source is not None else "-"
+                        out.append(f"  {where}: {p.detail}")
+        out.extend(f"note: {note}" for note in self.notes)
+        verdict = "OK" if self.ok else "FAILED"
+        out.append(
+            f"{verdict}: {self.count('lost')} lost, {self.failures} failing findings, "
+            f"{self.duplicates} duplicates (allowed {self.allowed_duplicates})"
+        )
+        return "\n".join(out)

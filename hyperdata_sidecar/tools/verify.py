@@ -1,0 +1,270 @@
+"""The no-loss verifier: reads a watch tree and the sidecar's topics, and reports what differs.
+
+The shell around ``expected`` (what the files owe) and ``reconcile`` (the comparison): it waits for
+the topics to converge, reads the data, DLQ and seal topics from the beginning to the end offsets
+captured at that moment with a plain aiokafka consumer (no group, no commits), digests values as
+it goes, and checks backups on disk.
+
+Run it on a tree that has stopped growing: expectations are read once, at the start. The topics
+should be dedicated to the sidecars being checked (records for files outside the tree fail the
+run, unless ``node`` says several sidecars share them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.tools.expected import MAX_LINE_BYTES, ExpectedFile, read_tree, value_digest
+from hyperdata_sidecar.tools.reconcile import DataRecord, DlqRecord, Observed, SealRecord, parse_reference, reconcile
+from hyperdata_sidecar.tools.report import VerifyReport
+
+DLQ = "dlq"
+SEALS = "seals"
+_POLL_S = 0.5
+_FETCH_BYTES = 16 * 1024 * 1024
+
+
+def default_topics(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Topic names by role — each table dir name, ``"dlq"`` and ``"seals"`` — from the same
+    environment variables the sidecar reads (TOPIC_BOOK_DIFFS, ..., TOPIC_DLQ, TOPIC_SEALS)."""
+    env = os.environ if env is None else env
+    topics = {spec.dir_name: env.get(spec.topic_env, spec.default_topic) for spec in TABLES}
+    topics[DLQ] = env.get("TOPIC_DLQ", "hyperliquid.sidecar-dlq")
+    topics[SEALS] = env.get("TOPIC_SEALS", "hyperliquid.node-files")
+    return topics
+
+
+@dataclass(frozen=True)
+class _Owed:
+    """Minimum record counts per topic that a complete publication of the tree implies."""
+
+    per_topic: dict[str, int]
+    backups: list[tuple[Path, int]]  # (backup path, size) that must exist
+
+
+async def verify(
+    watch_dir: Path,
+    bootstrap: str,
+    *,
+    topics: Mapping[str, str] | None = None,
+    node: str | None = None,
+    backup_dir: Path | None = None,
+    allowed_duplicates: int = 0,
+    timeout_s: float = 60.0,
+    settle_s: float = 2.0,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    client_kwargs: Mapping[str, Any] | None = None,
+) -> VerifyReport:
+    """Verify that the sidecar published ``watch_dir`` completely and correctly.
+
+    ``topics``: role → topic name (see :func:`default_topics`, the default). Waits up to
+    ``timeout_s`` for the topics to hold at least what the tree owes, with end offsets still for
+    ``settle_s`` (and for the backups to exist, if ``backup_dir`` is given), then reads them to
+    the end offsets of that moment. ``client_kwargs`` go to the aiokafka clients (security).
+    Raises aiokafka's KafkaError if the broker cannot be reached.
+    """
+    topics = dict(default_topics() if topics is None else topics)
+    files = await asyncio.to_thread(lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes)))
+    owed = _owed(files, topics, backup_dir)
+    kwargs = dict(client_kwargs or {})
+    partitions, missing = await _partition_counts(bootstrap, set(topics.values()), kwargs)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=_FETCH_BYTES,
+        fetch_max_bytes=4 * _FETCH_BYTES,
+        client_id="hyperdata-verify",
+        **kwargs,
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for topic, n in sorted(partitions.items()) for p in range(n)]
+        consumer.assign(tps)
+        converged = await _await_convergence(consumer, tps, owed, timeout_s, settle_s)
+        observed, complete = await _consume(consumer, tps, topics, partitions, timeout_s)
+    finally:
+        await consumer.stop()
+    backups = await asyncio.to_thread(_backup_digests, files, backup_dir) if backup_dir is not None else None
+    report = reconcile(files, observed, node=node, backups=backups, allowed_duplicates=allowed_duplicates)
+    report.notes.extend(f"topic {name} does not exist" for name in sorted(missing))
+    if not converged:
+        report.notes.append(f"gave up waiting for the topics (and backups) to converge after {timeout_s:g}s")
+    if not complete:
+        report.notes.append(f"could not read every topic to its end offset within {timeout_s:g}s")
+    return report
+
+
+def _owed(files: list[ExpectedFile], topics: Mapping[str, str], backup_dir: Path | None) -> _Owed:
+    per_topic = dict.fromkeys(topics.values(), 0)
+    backups = []
+    for f in files:
+        per_topic[topics[f.table]] += len(f.lines)
+        per_topic[topics[DLQ]] += len(f.dlq)
+        if f.finalized:
+            per_topic[topics[SEALS]] += 1
+            if backup_dir is not None:
+                backups.append((backup_dir / f.relpath, f.size))
+    return _Owed(per_topic, backups)
+
+
+async def _partition_counts(bootstrap: str, names: set[str], kwargs: dict[str, Any]) -> tuple[dict[str, int], set[str]]:
+    """Partition counts of the topics that exist, and the names that do not."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)
+    await admin.start()
+    try:
+        # Listing all topics, not describing named ones: a broker with auto.create.topics.enable
+        # would create a named topic that does not exist.
+        existing = names & set(await admin.list_topics())
+        described = await admin.describe_topics(sorted(existing)) if existing else []
+    finally:
+        await admin.close()
+    counts = {t["topic"]: len(t["partitions"]) for t in described if not t["error_code"]}
+    return counts, names - set(counts)
+
+
+async def _await_convergence(
+    consumer: AIOKafkaConsumer, tps: list[TopicPartition], owed: _Owed, timeout_s: float, settle_s: float
+) -> bool:
+    """Wait until every topic holds what the tree owes, nothing moved for ``settle_s``, and the
+    backups exist; False on timeout."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    beginnings = await consumer.beginning_offsets(tps) if tps else {}
+    last_ends: dict[TopicPartition, int] | None = None
+    still_since = loop.time()
+    while True:
+        ends = await consumer.end_offsets(tps) if tps else {}
+        now = loop.time()
+        if ends != last_ends:
+            last_ends, still_since = ends, now
+        held: dict[str, int] = {}
+        for tp, end in ends.items():
+            held[tp.topic] = held.get(tp.topic, 0) + end - beginnings[tp]
+        enough = all(held.get(topic, 0) >= n for topic, n in owed.per_topic.items())
+        backed_up = all(_size(path) == size for path, size in owed.backups)
+        if enough and backed_up and now - still_since >= settle_s:
+            return True
+        if now >= deadline:
+            return False
+        await asyncio.sleep(_POLL_S)
+
+
+async def _consume(
+    consumer: AIOKafkaConsumer,
+    tps: list[TopicPartition],
+    topics: Mapping[str, str],
+    partitions: dict[str, int],
+    timeout_s: float,
+) -> tuple[Observed, bool]:
+    """Every record from the beginning to the end offsets of now; (records, read to the end)."""
+    topic_tables = {topics[spec.dir_name]: spec.dir_name for spec in TABLES}
+    observed = Observed(
+        topic_tables=topic_tables,
+        partitions={t: n for t, n in partitions.items() if t in topic_tables},
+    )
+    if not tps:
+        return observed, True
+    ends = await consumer.end_offsets(tps)
+    await consumer.seek_to_beginning(*tps)
+    remaining = set(tps)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        for tp in list(remaining):
+            if await consumer.position(tp) >= ends[tp]:
+                remaining.discard(tp)
+        if not remaining or loop.time() >= deadline:
+            return observed, not remaining
+        batches = await consumer.getmany(*remaining, timeout_ms=1000)
+        for tp, messages in batches.items():
+            for message in messages:
+                if message.offset < ends[tp]:
+                    _keep(observed, topics, topic_tables, message)
+
+
+def _keep(observed: Observed, topics: Mapping[str, str], topic_tables: dict[str, str], message: Any) -> None:
+    headers = dict(message.headers or ())
+    value = message.value if message.value is not None else b""
+    source = _text(headers.get("source"))
+    offset = _int(headers.get("offset"))
+    if message.topic in topic_tables:
+        observed.data.append(
+            DataRecord(
+                message.topic,
+                message.partition,
+                message.offset,
+                message.key,
+                source,
+                offset,
+                headers.get("line_id"),
+                value_digest(value),
+            )
+        )
+    elif message.topic == topics[DLQ]:
+        observed.dlq.append(
+            DlqRecord(
+                message.partition,
+                message.offset,
+                message.key,
+                source,
+                offset,
+                _text(headers.get("reason")),
+                value_digest(value),
+                parse_reference(value),
+            )
+        )
+    elif message.topic == topics[SEALS]:
+        observed.seals.append(SealRecord(message.partition, message.offset, message.key, value))
+
+
+def _text(raw: bytes | None) -> str | None:
+    if raw is None:
+        return None
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _int(raw: bytes | None) -> int | None:
+    text = _text(raw)
+    return int(text) if text is not None and text.isascii() and text.isdigit() else None
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def _backup_digests(files: list[ExpectedFile], backup_dir: Path) -> dict[str, str | None]:
+    """relpath → sha256 of ``backup_dir/relpath`` (None if it is missing), for finalized files."""
+    out: dict[str, str | None] = {}
+    for f in files:
+        if f.finalized:
+            out[f.relpath] = _sha256(backup_dir / f.relpath)
+    return out
+
+
+def _sha256(path: Path) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as source:
+            while block := source.read(8 * 1024 * 1024):
+                digest.update(block)
+    except FileNotFoundError:
+        return None
+    return digest.hexdigest()

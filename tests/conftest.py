@@ -1,0 +1,71 @@
+"""Shared fixtures: one real Kafka broker per pytest session, and unique names per test.
+
+Only tests that request ``kafka_bootstrap`` or ``kafka_broker`` start the broker (and are
+marked ``kafka``, so ``-m "not kafka"`` deselects them); the unit tests run without Java.
+
+``HYPERDATA_TEST_BOOTSTRAP=HOST:PORT`` points the tests at a broker that is already up
+(for example ``make kafka-up``'s, on 127.0.0.1:9092) instead of starting one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from hyperdata_sidecar.devkafka import LocalKafka
+
+_KAFKA_FIXTURES = {"kafka_bootstrap", "kafka_broker"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kafka)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka | None]:
+    """The session's LocalKafka (None when HYPERDATA_TEST_BOOTSTRAP names an external one).
+
+    Fault drills may stop and start it (through ``asyncio.to_thread`` from async tests);
+    a test that stops it must start it again before it ends.
+    """
+    if os.environ.get("HYPERDATA_TEST_BOOTSTRAP"):
+        yield None
+        return
+    broker = LocalKafka(
+        tmp_path_factory.mktemp("kafka"), port=_free_port(), controller_port=_free_port()
+    )
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(kafka_broker: LocalKafka | None) -> str:
+    """``HOST:PORT`` of the broker the tests use."""
+    return os.environ.get("HYPERDATA_TEST_BOOTSTRAP") or kafka_broker.bootstrap
+
+
+@pytest.fixture
+def unique_topic_prefix(request: pytest.FixtureRequest) -> str:
+    """A prefix no other test (or earlier run against the same broker) uses, ending in '.'.
+
+    Legal in topic names, consumer group ids and Faust app ids, e.g.
+    ``t-test-transactional-commit-3f9a2c1b.``.
+    """
+    readable = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name).strip("-")[:60]
+    return f"t-{readable}-{uuid.uuid4().hex[:8]}."

@@ -1,0 +1,379 @@
+"""Backup sinks: verified atomic local copies, idempotence, failure reasons, and path safety."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from hyperdata_sidecar.backup import (
+    BackupError,
+    LocalBackupSink,
+    NoBackupSink,
+    failure_reason,
+    make_sink,
+    normalize_relpath,
+)
+
+RELPATH = "node_fills_streaming/hourly/20260610/13"
+CONTENT = b'{"block_number":1,"events":[]}\n' * 5000
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def snapshot(path: Path) -> tuple[bytes, int, int, int]:
+    """What 'the source is untouched' means: same bytes, inode, size and mtime."""
+    st = path.stat()
+    return path.read_bytes(), st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def all_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    path = tmp_path / "watch" / RELPATH
+    path.parent.mkdir(parents=True)
+    path.write_bytes(CONTENT)
+    return path
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "backups"
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """Mount a small tmpfs with the given options: a real full or read-only disk, even for root."""
+    mounted: list[Path] = []
+
+    def mount(options: str) -> Path:
+        point = tmp_path / f"mnt{len(mounted)}"
+        point.mkdir()
+        command = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)]
+        done = subprocess.run(command, capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in reversed(mounted):
+        subprocess.run(["umount", str(point)], check=True)
+
+
+# -- copying -----------------------------------------------------------------------------------
+
+
+async def test_backup_copies_the_file_under_its_relative_path(source: Path, root: Path) -> None:
+    ref = await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert (root / RELPATH).read_bytes() == CONTENT
+    assert ref == (root / RELPATH).as_uri()
+
+
+async def test_backup_leaves_only_the_final_file(source: Path, root: Path) -> None:
+    await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert all_files(root) == [RELPATH]
+
+
+async def test_backup_accepts_an_uppercase_hash(source: Path, root: Path) -> None:
+    await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT).upper())
+
+    assert (root / RELPATH).read_bytes() == CONTENT
+
+
+async def test_backup_of_an_empty_file_is_an_empty_copy(tmp_path: Path, root: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+
+    await LocalBackupSink(root).backup(empty, relpath="t/hourly/20260610/0", sha256=sha(b""))
+
+    assert (root / "t/hourly/20260610/0").read_bytes() == b""
+
+
+async def test_redundant_separators_and_dots_in_the_relpath_are_normalized(source: Path, root: Path) -> None:
+    await LocalBackupSink(root).backup(source, relpath="./a//b/./c", sha256=sha(CONTENT))
+
+    assert all_files(root) == ["a/b/c"]
+
+
+async def test_backup_never_alters_the_source(source: Path, root: Path) -> None:
+    before = snapshot(source)
+
+    await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert snapshot(source) == before
+
+
+async def test_the_backup_root_may_be_a_symlink_chosen_by_the_operator(source: Path, tmp_path: Path) -> None:
+    real = tmp_path / "disk2"
+    real.mkdir()
+    link = tmp_path / "backups-link"
+    link.symlink_to(real)
+
+    await LocalBackupSink(link).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert (real / RELPATH).read_bytes() == CONTENT
+
+
+# -- idempotence -------------------------------------------------------------------------------
+
+
+async def test_a_second_backup_with_the_same_hash_is_a_noop_with_the_same_ref(
+    source: Path, root: Path
+) -> None:
+    sink = LocalBackupSink(root)
+    first = await sink.backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+    inode = (root / RELPATH).stat().st_ino
+
+    second = await sink.backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert second == first
+    assert (root / RELPATH).stat().st_ino == inode
+
+
+async def test_find_existing_reports_a_verified_copy_only(source: Path, root: Path) -> None:
+    sink = LocalBackupSink(root)
+    before = await sink.find_existing(RELPATH, sha(CONTENT))
+    ref = await sink.backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert before is None
+    assert await sink.find_existing(RELPATH, sha(CONTENT)) == ref
+    assert await sink.find_existing(RELPATH, sha(b"other")) is None
+
+
+async def test_find_existing_creates_nothing(root: Path) -> None:
+    await LocalBackupSink(root).find_existing(RELPATH, sha(CONTENT))
+
+    assert not root.exists()
+
+
+async def test_an_existing_copy_with_the_wrong_hash_is_replaced(source: Path, root: Path) -> None:
+    stale = root / RELPATH
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"an older, different file\n")
+
+    await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert stale.read_bytes() == CONTENT
+
+
+async def test_temp_files_left_by_a_killed_attempt_are_removed(source: Path, root: Path) -> None:
+    target = root / RELPATH
+    target.parent.mkdir(parents=True)
+    leftover = target.parent / f".{target.name}.0123456789ab.partial"
+    leftover.write_bytes(CONTENT[:100])
+
+    await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert all_files(root) == [RELPATH]
+
+
+# -- failures ----------------------------------------------------------------------------------
+
+
+async def test_a_source_that_does_not_match_the_seal_hash_is_not_backed_up(source: Path, root: Path) -> None:
+    before = snapshot(source)
+
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(b"what the seal hashed"))
+
+    assert failure.value.reason == "hash_mismatch"
+    assert str(source) in failure.value.message
+    assert all_files(root) == []
+    assert snapshot(source) == before
+
+
+async def test_a_missing_source_is_source_missing(tmp_path: Path, root: Path) -> None:
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(root).backup(tmp_path / "gone", relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "source_missing"
+
+
+async def test_a_file_in_place_of_a_target_directory_fails_as_io_error(source: Path, root: Path) -> None:
+    (root / "node_fills_streaming").mkdir(parents=True)
+    (root / "node_fills_streaming" / "hourly").write_bytes(b"not a directory")
+
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "io_error"
+    assert all_files(root) == ["node_fills_streaming/hourly"]
+
+
+async def test_a_directory_in_place_of_the_target_file_fails_as_io_error(source: Path, root: Path) -> None:
+    (root / RELPATH).mkdir(parents=True)
+
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "io_error"
+
+
+async def test_a_full_disk_is_no_space_and_leaves_no_temp_file(
+    source: Path, tmpfs: Callable[[str], Path]
+) -> None:
+    disk = tmpfs("size=64k")
+
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(disk).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "no_space"
+    assert all_files(disk) == []
+
+
+async def test_a_read_only_disk_is_permission_and_succeeds_once_writable(
+    source: Path, tmpfs: Callable[[str], Path]
+) -> None:
+    disk = tmpfs("ro,size=1m")
+    sink = LocalBackupSink(disk)
+    with pytest.raises(BackupError) as failure:
+        await sink.backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+    subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=True)
+
+    await sink.backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "permission"
+    assert (disk / RELPATH).read_bytes() == CONTENT
+
+
+@pytest.mark.parametrize(
+    ("code", "on_source", "reason"),
+    [
+        (errno.ENOENT, True, "source_missing"),
+        (errno.ENOENT, False, "io_error"),
+        (errno.ENOSPC, False, "no_space"),
+        (errno.EDQUOT, False, "no_space"),
+        (errno.EACCES, False, "permission"),
+        (errno.EPERM, True, "permission"),
+        (errno.EROFS, False, "permission"),
+        (errno.EIO, True, "io_error"),
+        (errno.ENOTDIR, False, "io_error"),
+    ],
+)
+def test_os_errors_map_to_backup_reasons(code: int, on_source: bool, reason: str) -> None:
+    assert failure_reason(OSError(code, os.strerror(code)), on_source=on_source) == reason
+
+
+def test_backup_error_carries_its_reason_and_message() -> None:
+    error = BackupError("no_space", "BACKUP_DIR is full")
+
+    assert (error.reason, error.message) == ("no_space", "BACKUP_DIR is full")
+    assert str(error) == "no_space: BACKUP_DIR is full"
+
+
+def test_backup_error_rejects_an_unknown_reason() -> None:
+    with pytest.raises(ValueError, match="io_error"):
+        BackupError("oops", "message")
+
+
+# -- path safety -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "relpath",
+    ["", ".", "/etc/passwd", "../outside", "a/../../outside", "a/b/..", "a\0b"],
+)
+async def test_paths_that_leave_the_root_are_rejected(relpath: str, source: Path, tmp_path: Path) -> None:
+    root = tmp_path / "deep" / "backups"
+    root.mkdir(parents=True)
+    outside_before = all_files(tmp_path)
+
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(root).backup(source, relpath=relpath, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "unsafe_path"
+    assert all_files(tmp_path) == outside_before
+
+
+async def test_a_symlinked_directory_below_the_root_cannot_redirect_the_copy(
+    source: Path, root: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root.mkdir()
+    (root / "node_fills_streaming").symlink_to(elsewhere)
+
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "unsafe_path"
+    assert list(elsewhere.iterdir()) == []
+
+
+async def test_a_symlink_at_the_target_cannot_redirect_the_copy(
+    source: Path, root: Path, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    (root / RELPATH).parent.mkdir(parents=True)
+    (root / RELPATH).symlink_to(victim)
+
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "unsafe_path"
+    assert victim.read_bytes() == b"keep me"
+
+
+async def test_find_existing_does_not_follow_a_symlink_below_the_root(root: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "hourly" / "20260610").mkdir(parents=True)
+    (elsewhere / "hourly" / "20260610" / "13").write_bytes(CONTENT)
+    root.mkdir()
+    (root / "node_fills_streaming").symlink_to(elsewhere)
+
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(root).find_existing(RELPATH, sha(CONTENT))
+
+    assert failure.value.reason == "unsafe_path"
+
+
+def test_normalize_relpath_returns_plain_components() -> None:
+    assert normalize_relpath("node_fills_streaming/hourly/20260610/13") == (
+        "node_fills_streaming",
+        "hourly",
+        "20260610",
+        "13",
+    )
+
+
+# -- the disabled sink and selection -----------------------------------------------------------
+
+
+async def test_the_none_sink_returns_an_empty_ref_and_writes_nothing(source: Path, root: Path) -> None:
+    before = snapshot(source)
+
+    ref = await NoBackupSink().backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert ref == ""
+    assert not root.exists()
+    assert snapshot(source) == before
+
+
+def test_make_sink_builds_the_local_sink_on_the_backup_dir(root: Path) -> None:
+    sink = make_sink("local", root)
+
+    assert isinstance(sink, LocalBackupSink)
+    assert sink.root == root
+
+
+def test_make_sink_builds_the_disabled_sink() -> None:
+    assert isinstance(make_sink("none", Path("/unused")), NoBackupSink)
+
+
+def test_make_sink_names_the_valid_choices_for_an_unknown_sink() -> None:
+    with pytest.raises(ValueError, match="s3.*local, none"):
+        make_sink("s3", Path("/backups"))

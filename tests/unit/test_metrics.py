@@ -1,0 +1,340 @@
+"""SidecarMetrics: names and types on /metrics, bounded per-file series, scrape-time lags, isolation."""
+
+from __future__ import annotations
+
+import calendar
+import re
+
+import prometheus_client
+import pytest
+
+from hyperdata_sidecar.metrics import SidecarMetrics, block_time_to_epoch
+
+BLOCK_TIME = "2026-06-10T12:56:15.035481067"
+BLOCK_EPOCH = calendar.timegm((2026, 6, 10, 12, 56, 15)) + 0.035481
+BOOK = "node_raw_book_diffs_streaming"
+FILLS = "node_fills_streaming"
+
+EXPECTED_TYPES = {
+    "hyperdata_sidecar_lines_published_total": "counter",
+    "hyperdata_sidecar_bytes_read_total": "counter",
+    "hyperdata_sidecar_publish_lag_seconds": "gauge",
+    "hyperdata_sidecar_tail_offset_lag_bytes": "gauge",
+    "hyperdata_sidecar_seals_emitted_total": "counter",
+    "hyperdata_sidecar_partial_line_held_bytes": "gauge",
+    "hyperdata_sidecar_state_persist_failures_total": "counter",
+    "hyperdata_sidecar_dlq_lines_total": "counter",
+    "hyperdata_sidecar_backups_total": "counter",
+    "hyperdata_sidecar_producer_errors_total": "counter",
+    "hyperdata_sidecar_producer_retries_total": "counter",
+    "hyperdata_sidecar_poll_cycle_seconds": "histogram",
+    "hyperdata_sidecar_files_tailed": "gauge",
+    "hyperdata_sidecar_oldest_unsealed_finalized_age_seconds": "gauge",
+    "hyperdata_sidecar_broker_connected": "gauge",
+    "hyperdata_sidecar_deleted_files_total": "counter",
+    "hyperdata_sidecar_truncated_files_total": "counter",
+    "hyperdata_sidecar_ready": "gauge",
+    "hyperdata_sidecar_seal_latency_seconds": "histogram",
+}
+
+
+class Clock:
+    """A settable wall clock, so lag values are exact."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def scrape(metrics: SidecarMetrics) -> str:
+    body, _content_type = metrics.render()
+    return body.decode()
+
+
+def value(metrics: SidecarMetrics, name: str, **labels: str) -> float | None:
+    """The sample ``name{labels}`` as the registry exposes it, or None when the series does not exist."""
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def declared_types(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.MULTILINE))
+
+
+# -- exposition --------------------------------------------------------------------------------
+
+
+def test_every_metric_is_declared_with_its_prometheus_type() -> None:
+    types = declared_types(scrape(SidecarMetrics()))
+
+    assert {name: types.get(name) for name in EXPECTED_TYPES} == EXPECTED_TYPES
+
+
+def test_every_metric_name_has_the_sidecar_prefix() -> None:
+    names = declared_types(scrape(SidecarMetrics()))
+
+    assert all(name.startswith("hyperdata_sidecar_") for name in names)
+
+
+def test_render_returns_the_prometheus_text_content_type() -> None:
+    _body, content_type = SidecarMetrics().render()
+
+    assert content_type == prometheus_client.CONTENT_TYPE_LATEST
+
+
+def test_known_tables_are_exposed_at_zero_before_any_event() -> None:
+    metrics = SidecarMetrics(tables=[BOOK, FILLS])
+
+    assert value(metrics, "hyperdata_sidecar_lines_published_total", table=BOOK) == 0
+    assert value(metrics, "hyperdata_sidecar_bytes_read_total", table=FILLS) == 0
+    assert value(metrics, "hyperdata_sidecar_publish_lag_seconds", table=FILLS) == 0
+
+
+def test_backup_results_are_exposed_at_zero_before_any_backup() -> None:
+    metrics = SidecarMetrics()
+    counts = [value(metrics, "hyperdata_sidecar_backups_total", result=r) for r in ("ok", "noop", "failed")]
+
+    assert counts == [0, 0, 0]
+
+
+# -- events ------------------------------------------------------------------------------------
+
+
+def test_published_lines_and_read_bytes_accumulate_per_table() -> None:
+    metrics = SidecarMetrics()
+    metrics.lines_published(BOOK, 3)
+    metrics.lines_published(BOOK, 2)
+    metrics.bytes_read(BOOK, 1000)
+
+    assert value(metrics, "hyperdata_sidecar_lines_published_total", table=BOOK) == 5
+    assert value(metrics, "hyperdata_sidecar_bytes_read_total", table=BOOK) == 1000
+    assert value(metrics, "hyperdata_sidecar_lines_published_total", table=FILLS) == 0
+
+
+def test_dlq_lines_are_counted_per_table_and_reason() -> None:
+    metrics = SidecarMetrics()
+    metrics.dlq(BOOK, "malformed")
+    metrics.dlq(BOOK, "malformed", 2)
+    metrics.dlq(BOOK, "oversize")
+
+    assert value(metrics, "hyperdata_sidecar_dlq_lines_total", table=BOOK, reason="malformed") == 3
+    assert value(metrics, "hyperdata_sidecar_dlq_lines_total", table=BOOK, reason="oversize") == 1
+
+
+def test_seal_counts_per_table_and_observes_its_latency() -> None:
+    metrics = SidecarMetrics()
+    metrics.seal_emitted(FILLS, 0.2)
+
+    assert value(metrics, "hyperdata_sidecar_seals_emitted_total", table=FILLS) == 1
+    assert value(metrics, "hyperdata_sidecar_seal_latency_seconds_count") == 1
+    assert value(metrics, "hyperdata_sidecar_seal_latency_seconds_bucket", le="0.5") == 1
+    assert value(metrics, "hyperdata_sidecar_seal_latency_seconds_bucket", le="0.1") == 0
+
+
+def test_poll_cycle_histogram_spans_a_millisecond_to_ten_seconds() -> None:
+    metrics = SidecarMetrics()
+    metrics.poll_cycle(BOOK, 0.0005)
+    metrics.poll_cycle(BOOK, 9.0)
+
+    assert value(metrics, "hyperdata_sidecar_poll_cycle_seconds_bucket", table=BOOK, le="0.001") == 1
+    assert value(metrics, "hyperdata_sidecar_poll_cycle_seconds_bucket", table=BOOK, le="10.0") == 2
+
+
+def test_backup_results_are_counted_and_unknown_results_rejected() -> None:
+    metrics = SidecarMetrics()
+    metrics.backup_result("ok")
+    metrics.backup_result("failed")
+    metrics.backup_result("failed")
+
+    assert value(metrics, "hyperdata_sidecar_backups_total", result="failed") == 2
+    with pytest.raises(ValueError, match="noop"):
+        metrics.backup_result("skipped")
+
+
+def test_file_lifecycle_producer_and_state_counters() -> None:
+    metrics = SidecarMetrics()
+    metrics.file_deleted(BOOK, "unpublished")
+    metrics.file_truncated(BOOK)
+    metrics.producer_error("KafkaTimeoutError")
+    metrics.producer_retry(3)
+    metrics.state_persist_failed()
+
+    assert value(metrics, "hyperdata_sidecar_deleted_files_total", table=BOOK, reason="unpublished") == 1
+    assert value(metrics, "hyperdata_sidecar_truncated_files_total", table=BOOK) == 1
+    assert value(metrics, "hyperdata_sidecar_producer_errors_total", kind="KafkaTimeoutError") == 1
+    assert value(metrics, "hyperdata_sidecar_producer_retries_total") == 3
+    assert value(metrics, "hyperdata_sidecar_state_persist_failures_total") == 1
+
+
+def test_health_gauges_follow_the_last_reported_state() -> None:
+    metrics = SidecarMetrics()
+    metrics.set_ready(True)
+    metrics.set_broker_connected(True)
+    metrics.set_broker_connected(False)
+    metrics.set_files_tailed(BOOK, 4)
+
+    assert value(metrics, "hyperdata_sidecar_ready") == 1
+    assert value(metrics, "hyperdata_sidecar_broker_connected") == 0
+    assert value(metrics, "hyperdata_sidecar_files_tailed", table=BOOK) == 4
+
+
+# -- bounded per-file series -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("setter", "name"),
+    [
+        ("set_tail_lag", "hyperdata_sidecar_tail_offset_lag_bytes"),
+        ("set_partial_held", "hyperdata_sidecar_partial_line_held_bytes"),
+    ],
+)
+def test_moving_to_a_new_file_removes_the_previous_files_series(setter: str, name: str) -> None:
+    metrics = SidecarMetrics()
+    old, new = f"{BOOK}/hourly/20260610/23", f"{BOOK}/hourly/20260611/0"
+    getattr(metrics, setter)(BOOK, old, 500)
+    getattr(metrics, setter)(BOOK, new, 7)
+
+    assert value(metrics, name, table=BOOK, file=old) is None
+    assert value(metrics, name, table=BOOK, file=new) == 7
+    assert scrape(metrics).count(f"{name}{{") == 1
+
+
+def test_a_tables_current_file_does_not_remove_another_tables_series() -> None:
+    metrics = SidecarMetrics()
+    metrics.set_tail_lag(BOOK, "b/0", 1)
+    metrics.set_tail_lag(FILLS, "f/0", 2)
+    metrics.set_tail_lag(FILLS, "f/1", 3)
+
+    assert value(metrics, "hyperdata_sidecar_tail_offset_lag_bytes", table=BOOK, file="b/0") == 1
+
+
+def test_updating_the_same_file_keeps_one_series() -> None:
+    metrics = SidecarMetrics()
+    metrics.set_tail_lag(BOOK, "b/0", 100)
+    metrics.set_tail_lag(BOOK, "b/0", 40)
+
+    assert value(metrics, "hyperdata_sidecar_tail_offset_lag_bytes", table=BOOK, file="b/0") == 40
+
+
+# -- lags computed at scrape time --------------------------------------------------------------
+
+
+def test_publish_lag_is_now_minus_the_newest_published_block_time() -> None:
+    clock = Clock(BLOCK_EPOCH + 30.0)
+    metrics = SidecarMetrics(clock=clock)
+    metrics.lines_published(BOOK, 10, newest_block_time=BLOCK_TIME)
+
+    assert value(metrics, "hyperdata_sidecar_publish_lag_seconds", table=BOOK) == pytest.approx(30.0)
+
+
+def test_publish_lag_keeps_growing_while_nothing_is_published() -> None:
+    clock = Clock(BLOCK_EPOCH + 1.0)
+    metrics = SidecarMetrics(clock=clock)
+    metrics.lines_published(BOOK, 1, newest_block_time=BLOCK_TIME)
+    clock.now += 120.0
+
+    assert value(metrics, "hyperdata_sidecar_publish_lag_seconds", table=BOOK) == pytest.approx(121.0)
+
+
+def test_publish_lag_ignores_an_unparseable_block_time() -> None:
+    clock = Clock(BLOCK_EPOCH + 5.0)
+    metrics = SidecarMetrics(clock=clock)
+    metrics.lines_published(BOOK, 1, newest_block_time=BLOCK_TIME)
+    metrics.lines_published(BOOK, 1, newest_block_time="not a time")
+
+    assert value(metrics, "hyperdata_sidecar_publish_lag_seconds", table=BOOK) == pytest.approx(5.0)
+
+
+def test_publish_lag_is_tracked_for_a_table_not_declared_up_front() -> None:
+    metrics = SidecarMetrics(tables=[], clock=Clock(BLOCK_EPOCH + 2.0))
+    metrics.lines_published("extra_table", 1, newest_block_time=BLOCK_TIME)
+
+    assert value(metrics, "hyperdata_sidecar_publish_lag_seconds", table="extra_table") == pytest.approx(2.0)
+
+
+def test_oldest_unsealed_age_counts_from_finalization_and_resets_when_all_are_sealed() -> None:
+    clock = Clock(1_000_000.0)
+    metrics = SidecarMetrics(clock=clock)
+    metrics.set_oldest_unsealed(FILLS, 999_940.0)
+    aged = value(metrics, "hyperdata_sidecar_oldest_unsealed_finalized_age_seconds", table=FILLS)
+    metrics.set_oldest_unsealed(FILLS, None)
+
+    assert aged == 60.0
+    assert value(metrics, "hyperdata_sidecar_oldest_unsealed_finalized_age_seconds", table=FILLS) == 0
+
+
+# -- isolation ---------------------------------------------------------------------------------
+
+
+def test_two_instances_in_one_process_keep_separate_values() -> None:
+    first, second = SidecarMetrics(), SidecarMetrics()
+    first.lines_published(BOOK, 7)
+
+    assert value(first, "hyperdata_sidecar_lines_published_total", table=BOOK) == 7
+    assert value(second, "hyperdata_sidecar_lines_published_total", table=BOOK) == 0
+
+
+def test_nothing_is_registered_in_the_global_registry() -> None:
+    SidecarMetrics().lines_published(BOOK, 1)
+
+    assert b"hyperdata_sidecar_" not in prometheus_client.generate_latest(prometheus_client.REGISTRY)
+
+
+def test_a_given_registry_is_used() -> None:
+    registry = prometheus_client.CollectorRegistry()
+    SidecarMetrics(registry).lines_published(BOOK, 2)
+
+    assert registry.get_sample_value("hyperdata_sidecar_lines_published_total", {"table": BOOK}) == 2
+
+
+# -- block_time parsing ------------------------------------------------------------------------
+
+
+def test_block_time_with_nanoseconds_and_no_zone_is_utc() -> None:
+    assert block_time_to_epoch(BLOCK_TIME) == pytest.approx(BLOCK_EPOCH, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2026-06-10T12:56:15Z", "2026-06-10T14:56:15+02:00", "2026-06-10T12:56:15", "2026-06-10 12:56:15.000"],
+)
+def test_block_time_accepts_iso_variants(text: str) -> None:
+    assert block_time_to_epoch(text) == calendar.timegm((2026, 6, 10, 12, 56, 15))
+
+
+@pytest.mark.parametrize(
+    "text", ["", "yesterday", "2026-13-10T12:56:15", "2026-06-10T25:00:00", "1781096175"]
+)
+def test_block_time_returns_none_for_what_is_not_a_timestamp(text: str) -> None:
+    assert block_time_to_epoch(text) is None
+
+
+# -- reading back ------------------------------------------------------------------------------
+
+
+def test_lines_published_totals_lists_every_known_table_with_its_count() -> None:
+    metrics = SidecarMetrics(tables=[BOOK, FILLS])
+    metrics.lines_published(FILLS, 4)
+    metrics.lines_published(FILLS, 3)
+
+    assert metrics.lines_published_totals() == {BOOK: 0, FILLS: 7}
+
+
+def test_dlq_counts_are_grouped_by_table_then_reason() -> None:
+    metrics = SidecarMetrics()
+    metrics.dlq(BOOK, "blank", 2)
+    metrics.dlq(BOOK, "malformed")
+    metrics.dlq(FILLS, "blank")
+
+    assert metrics.dlq_counts() == {BOOK: {"blank": 2, "malformed": 1}, FILLS: {"blank": 1}}
+
+
+def test_publish_lag_reads_back_as_none_before_the_first_line_then_as_the_gauge() -> None:
+    clock = Clock(BLOCK_EPOCH + 12.0)
+    metrics = SidecarMetrics(clock=clock)
+    before = metrics.publish_lag_seconds(BOOK)
+    metrics.lines_published(BOOK, 1, newest_block_time=BLOCK_TIME)
+
+    assert before is None
+    assert metrics.publish_lag_seconds(BOOK) == pytest.approx(12.0)
