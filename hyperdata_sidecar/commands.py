@@ -8,9 +8,12 @@ and exits non-zero: 1 when ``verify`` finds a problem, 2 when a command cannot r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
@@ -44,7 +47,8 @@ class ToolCommand(AppCommand):
 
     def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
         try:
-            code = asyncio.run(self.run(*self.args, *args, **{**self.kwargs, **kwargs}))
+            with self._client_logs():
+                code = asyncio.run(self.run(*self.args, *args, **{**self.kwargs, **kwargs}))
         except KeyboardInterrupt:
             raise SystemExit(130) from None
         except Exception as exc:  # noqa: BLE001 - the command's contract: one line, not a traceback
@@ -52,6 +56,19 @@ class ToolCommand(AppCommand):
             print(f"{self.ctx.info_name}: error: {message}", file=self.stderr)
             raise SystemExit(2) from None
         raise SystemExit(code or 0)
+
+    @contextlib.contextmanager
+    def _client_logs(self) -> Iterator[None]:
+        # aiokafka logs every failed connection and retry itself; the command reports the outcome
+        # in one line, so the client's own chatter shows only with --loglevel info or debug.
+        client_log = logging.getLogger("aiokafka")
+        previous = client_log.level
+        if self.loglevel.upper() not in ("INFO", "DEBUG"):
+            client_log.setLevel(logging.CRITICAL)
+        try:
+            yield
+        finally:
+            client_log.setLevel(previous)
 
 
 def parse_table_numbers(text: str | None, *, what: str) -> int | dict[str, float] | None:

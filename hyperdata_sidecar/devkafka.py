@@ -133,7 +133,7 @@ def resolve_jars(cache_dir: Path | None = None) -> Path:
 
 
 def _server_properties(data_dir: Path, port: int, controller_port: int) -> str:
-    return f"""# Written by hyperdata_sidecar.devkafka on first start; the ports are fixed from then on.
+    return f"""# Written by devkafka on first start; its ports are fixed from then on.
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}
@@ -271,12 +271,12 @@ class LocalKafka:
             raise DevKafkaError(f"Kafka is already running (pid {self.pid()}) for {self.data_dir}")
         java = shutil.which("java")
         if java is None:
-            raise DevKafkaError("java not found on PATH: install a Java 17+ runtime to run the local Kafka broker")
+            raise DevKafkaError(
+                "java not found on PATH: install a Java 17+ runtime to run the local Kafka broker"
+            )
         libs = resolve_jars(self.cache_dir)
+        self._check_ports()
         self._prepare_data_dir(java, libs)
-        for port in (self.port, self.controller_port):
-            if _accepts_connections(port):
-                raise DevKafkaError(f"port {port} on 127.0.0.1 is already in use: choose another --port")
         self._launch(java, libs)
         self._wait_until_serving(timeout)
 
@@ -306,8 +306,7 @@ class LocalKafka:
 
     # ---- internals
 
-    def _prepare_data_dir(self, java: str, libs: Path) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+    def _check_ports(self) -> None:
         if self._properties_path.exists():
             formatted_ports = _read_ports(self._properties_path)
             if formatted_ports != (self.port, self.controller_port):
@@ -316,7 +315,13 @@ class LocalKafka:
                     f"{formatted_ports[1]}, not {self.port}/{self.controller_port}: "
                     f"use those ports or another data dir"
                 )
-        else:
+        for port in (self.port, self.controller_port):
+            if _accepts_connections(port):
+                raise DevKafkaError(f"port {port} on 127.0.0.1 is in use by another process")
+
+    def _prepare_data_dir(self, java: str, libs: Path) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self._properties_path.exists():
             self._properties_path.write_text(
                 _server_properties(self.data_dir, self.port, self.controller_port)
             )
@@ -430,7 +435,8 @@ def _serves_metadata(bootstrap: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hyperdata_sidecar.devkafka",
-        description=f"A local single-node Apache Kafka {KAFKA_VERSION} broker (KRaft) on 127.0.0.1. "
+        description=f"A local single-node Apache Kafka {KAFKA_VERSION} broker (KRaft) on "
+        "127.0.0.1. "
         "Needs Java 17+; Maven once, to fetch the jars into $HYPERDATA_KAFKA_CACHE "
         f"(default {default_cache_dir()}).",
     )

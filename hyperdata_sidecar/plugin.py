@@ -29,7 +29,8 @@ from hyperdata_sidecar.tailer import Abandoned, TableTailer
 from hyperdata_sidecar.topics import apply_contract, load_contract
 
 INSTALLED_ATTR = "_hyperdata_sidecar"
-JSON_SCHEMA = dict(key_type=str, value_type=dict, key_serializer="json", value_serializer="json")
+# No value_type: Faust would call dict.from_data() on every changelog record during recovery.
+JSON_SCHEMA = dict(key_type=str, key_serializer="json", value_serializer="json")
 CONNECT_MAX_BACKOFF_S = 30.0
 
 

@@ -232,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="HOST:PORT (default $KAFKA_BOOTSTRAP, else kafka:29092)")
     apply.add_argument("--replication-factor", type=int,
                        default=int(os.environ.get("TOPIC_REPLICATION_FACTOR") or 1),
-                       help="replicas of each created topic (default $TOPIC_REPLICATION_FACTOR, else 1)")
+                       help="replicas of each created topic "
+                       "(default $TOPIC_REPLICATION_FACTOR, else 1)")
     commands.add_parser("show", help="print the contract with names resolved from the environment")
     args = parser.parse_args(argv)
     try:
@@ -252,7 +253,9 @@ def _apply(bootstrap: str, specs: list[TopicSpec], replication_factor: int) -> i
     from aiokafka.errors import KafkaError
 
     # apply_contract reports each topic through the log; here the log is the output.
-    logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(levelname)s %(message)s")
+    logging.basicConfig(
+        stream=sys.stdout, level=logging.WARNING, format="%(levelname)s %(message)s"
+    )
     log.setLevel(logging.INFO)
     try:
         asyncio.run(apply_contract(bootstrap, specs, replication_factor=replication_factor))

@@ -171,6 +171,8 @@ def generate_corpus(
     summary = CorpusSummary(root=str(out_dir))
     began = time.perf_counter()
     for table in PRODUCTION_LINES_PER_S:
+        if per_hour[table] == 0:
+            continue
         stream = _TableStream(
             table,
             random.Random(f"{seed}:{table}"),
@@ -181,8 +183,7 @@ def generate_corpus(
             bad_kinds=tuple(bad_kinds),
         )
         for h in range(hours):
-            if per_hour[table] > 0:
-                stream.write_hour(out_dir, first_hour_s + 3600 * h, per_hour[table], summary)
+            stream.write_hour(out_dir, first_hour_s + 3600 * h, per_hour[table], summary)
     summary.seconds = time.perf_counter() - began
     return summary
 

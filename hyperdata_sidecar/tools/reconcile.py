@@ -14,7 +14,7 @@ import orjson
 
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.partitioner import partition_for
-from hyperdata_sidecar.core.tables import TABLE_BY_DIR
+from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TABLES
 from hyperdata_sidecar.tools.expected import ExpectedDlq, ExpectedFile, ExpectedLine
 from hyperdata_sidecar.tools.report import VerifyReport
 
@@ -90,6 +90,8 @@ def reconcile(
     relpath → sha256 of its backup (None when absent), for finalized files; None skips the check.
     """
     report = VerifyReport(allowed_duplicates=allowed_duplicates, backups_checked=backups is not None)
+    for spec in TABLES:
+        report.table(spec.dir_name)
     _check_order(report, observed)
     data = _index_by_line(observed.data)
     dlq = _index_by_line(observed.dlq)

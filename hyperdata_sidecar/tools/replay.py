@@ -273,7 +273,8 @@ async def _replay_table(
     rewrite: bool,
     stats: TableReplay,
 ) -> None:
-    began = time.monotonic()
+    began = last = time.monotonic()
+    # Credit (in the pace's unit) carries across files, so the pace runs on through rotations.
     credit = 0.0
     for hour_file in files:
         source_path = corpus / hour_file.relpath
@@ -284,8 +285,6 @@ async def _replay_table(
         # "xb" creates the file at rotation time and refuses to clobber one that appeared meanwhile.
         with open(source_path, "rb") as source, open(target_path, "xb", buffering=0) as sink:
             chunks = _ChunkSource(source, size, rng, chunk_bytes, rewrite)
-            last = time.monotonic()
-            credit = max(credit, rate * cadence_s)
             while True:
                 if pace.unit != "max":
                     now = time.monotonic()

@@ -170,7 +170,9 @@ class VerifyReport:
                 out.append(f"{kind}: {total} ({meaning})")
                 for p in self.problems:
                     if p.kind == kind:
-                        where = f"{p.source}@{p.offset}" if p.source is not None else "-"
+                        where = p.source if p.source is not None else "-"
+                        if p.offset is not None:
+                            where += f" @{p.offset}"
                         out.append(f"  {where}: {p.detail}")
         out.extend(f"note: {note}" for note in self.notes)
         verdict = "OK" if self.ok else "FAILED"

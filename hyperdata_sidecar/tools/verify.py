@@ -77,7 +77,7 @@ async def verify(
     files = await asyncio.to_thread(lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes)))
     owed = _owed(files, topics, backup_dir)
     kwargs = dict(client_kwargs or {})
-    partitions, missing = await _partition_counts(bootstrap, set(topics.values()), kwargs)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
@@ -88,17 +88,19 @@ async def verify(
         client_id="hyperdata-verify",
         **kwargs,
     )
-    await consumer.start()
+    await admin.start()
     try:
-        tps = [TopicPartition(topic, p) for topic, n in sorted(partitions.items()) for p in range(n)]
-        consumer.assign(tps)
-        converged = await _await_convergence(consumer, tps, owed, timeout_s, settle_s)
-        observed, complete = await _consume(consumer, tps, topics, partitions, timeout_s)
+        await consumer.start()
+        try:
+            partitions, converged = await _await_convergence(admin, consumer, owed, timeout_s, settle_s)
+            observed, complete = await _consume(consumer, partitions, topics, timeout_s)
+        finally:
+            await consumer.stop()
     finally:
-        await consumer.stop()
+        await admin.close()
     backups = await asyncio.to_thread(_backup_digests, files, backup_dir) if backup_dir is not None else None
     report = reconcile(files, observed, node=node, backups=backups, allowed_duplicates=allowed_duplicates)
-    report.notes.extend(f"topic {name} does not exist" for name in sorted(missing))
+    report.notes.extend(f"topic {name} does not exist" for name in sorted(set(topics.values()) - set(partitions)))
     if not converged:
         report.notes.append(f"gave up waiting for the topics (and backups) to converge after {timeout_s:g}s")
     if not complete:
@@ -119,32 +121,40 @@ def _owed(files: list[ExpectedFile], topics: Mapping[str, str], backup_dir: Path
     return _Owed(per_topic, backups)
 
 
-async def _partition_counts(bootstrap: str, names: set[str], kwargs: dict[str, Any]) -> tuple[dict[str, int], set[str]]:
-    """Partition counts of the topics that exist, and the names that do not."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)
-    await admin.start()
-    try:
-        # Listing all topics, not describing named ones: a broker with auto.create.topics.enable
-        # would create a named topic that does not exist.
-        existing = names & set(await admin.list_topics())
-        described = await admin.describe_topics(sorted(existing)) if existing else []
-    finally:
-        await admin.close()
-    counts = {t["topic"]: len(t["partitions"]) for t in described if not t["error_code"]}
-    return counts, names - set(counts)
+async def _partition_counts(admin: AIOKafkaAdminClient, names: set[str]) -> dict[str, int]:
+    """Partition counts of the topics among ``names`` that exist and have a leader for every partition."""
+    # Listing all topics, not describing named ones: a broker with auto.create.topics.enable
+    # would create a named topic that does not exist.
+    existing = names & set(await admin.list_topics())
+    described = await admin.describe_topics(sorted(existing)) if existing else []
+    return {
+        t["topic"]: len(t["partitions"])
+        for t in described
+        if not t["error_code"] and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
+    }
+
+
+def _partitions_of(partitions: Mapping[str, int]) -> list[TopicPartition]:
+    return [TopicPartition(topic, p) for topic, n in sorted(partitions.items()) for p in range(n)]
 
 
 async def _await_convergence(
-    consumer: AIOKafkaConsumer, tps: list[TopicPartition], owed: _Owed, timeout_s: float, settle_s: float
-) -> bool:
-    """Wait until every topic holds what the tree owes, nothing moved for ``settle_s``, and the
-    backups exist; False on timeout."""
+    admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer, owed: _Owed, timeout_s: float, settle_s: float
+) -> tuple[dict[str, int], bool]:
+    """Wait until every topic exists and holds what the tree owes, nothing moved for ``settle_s``,
+    and the backups exist. Returns (partition count per existing topic, converged in time)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    beginnings = await consumer.beginning_offsets(tps) if tps else {}
+    names = set(owed.per_topic)
+    partitions: dict[str, int] = {}
     last_ends: dict[TopicPartition, int] | None = None
     still_since = loop.time()
     while True:
+        # The sidecar creates its topics when it starts, which may be after the verifier does.
+        if set(partitions) != names:
+            partitions = await _partition_counts(admin, names)
+        tps = _partitions_of(partitions)
+        beginnings = await consumer.beginning_offsets(tps) if tps else {}
         ends = await consumer.end_offsets(tps) if tps else {}
         now = loop.time()
         if ends != last_ends:
@@ -155,18 +165,14 @@ async def _await_convergence(
         enough = all(held.get(topic, 0) >= n for topic, n in owed.per_topic.items())
         backed_up = all(_size(path) == size for path, size in owed.backups)
         if enough and backed_up and now - still_since >= settle_s:
-            return True
+            return partitions, True
         if now >= deadline:
-            return False
+            return partitions, False
         await asyncio.sleep(_POLL_S)
 
 
 async def _consume(
-    consumer: AIOKafkaConsumer,
-    tps: list[TopicPartition],
-    topics: Mapping[str, str],
-    partitions: dict[str, int],
-    timeout_s: float,
+    consumer: AIOKafkaConsumer, partitions: dict[str, int], topics: Mapping[str, str], timeout_s: float
 ) -> tuple[Observed, bool]:
     """Every record from the beginning to the end offsets of now; (records, read to the end)."""
     topic_tables = {topics[spec.dir_name]: spec.dir_name for spec in TABLES}
@@ -174,8 +180,10 @@ async def _consume(
         topic_tables=topic_tables,
         partitions={t: n for t, n in partitions.items() if t in topic_tables},
     )
+    tps = _partitions_of(partitions)
     if not tps:
         return observed, True
+    consumer.assign(tps)
     ends = await consumer.end_offsets(tps)
     await consumer.seek_to_beginning(*tps)
     remaining = set(tps)

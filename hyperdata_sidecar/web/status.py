@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from hyperdata_sidecar.web.files import FileState, FileStatus, current_file
+from hyperdata_sidecar.web.units import duration, size
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,14 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class Problem:
+    """One thing to look at: ``level`` is ``error`` (something failed or was rejected) or ``warning`` (behind)."""
+
+    level: str
+    text: str
+
+
+@dataclass(frozen=True)
 class SidecarStatus:
     """Everything the status page shows. ``problems`` is empty when nothing needs attention."""
 
@@ -54,7 +63,7 @@ class SidecarStatus:
     tables: list[TableStatus]
     seals: list[dict[str, Any]]
     backups: list[dict[str, Any]]
-    problems: list[str]
+    problems: list[Problem]
     config: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -95,35 +104,35 @@ def problems(
     files: list[FileStatus],
     thresholds: Thresholds,
     now: float,
-) -> list[str]:
-    """What an operator should look at, most urgent first, one short sentence each."""
-    found = list(not_ready)
-    for t in tables:
-        if t.publish_lag_s is not None and t.publish_lag_s > thresholds.lag_seconds:
-            found.append(f"{t.table}: publish lag {t.publish_lag_s:.0f} s (warn above {thresholds.lag_seconds:.0f} s)")
-        if t.lag_bytes > thresholds.lag_bytes:
-            found.append(f"{t.table}: tail lag {t.lag_bytes} bytes (warn above {thresholds.lag_bytes})")
+) -> list[Problem]:
+    """What an operator should look at: errors first (not ready, failed backups, seals not recorded,
+    DLQ lines per table), then warnings (lags above their thresholds). One short sentence each."""
+    errors = list(not_ready)
+    warnings = []
     for f in files:
         if f.state == FileState.BACKUP_FAILED.value:
             backup = f.backup or {}
-            found.append(
-                f"{f.path}: backup failed ({backup.get('reason', '?')}, attempt {backup.get('attempts', '?')})"
-            )
+            errors.append(f"{f.path}: backup failed ({backup.get('reason', '?')}, attempt {backup.get('attempts', '?')})")
         elif f.state == FileState.FINALIZED.value:
             age = _age(f.finalized_at, now)
             if age is not None and age > thresholds.lag_seconds:
-                found.append(f"{f.path}: finalized {age:.0f} s ago, no seal recorded")
+                errors.append(f"{f.path}: finalized {duration(age)} ago, no seal recorded")
     for t in tables:
-        for reason, count in sorted(t.dlq.items()):
-            if count:
-                found.append(f"{t.table}: {count} line(s) sent to the DLQ as {reason}")
-    return found
+        reasons = {reason: count for reason, count in sorted(t.dlq.items()) if count}
+        if reasons:
+            detail = ", ".join(f"{reason} {count}" for reason, count in reasons.items())
+            errors.append(f"{t.table}: {sum(reasons.values())} line(s) sent to the DLQ ({detail})")
+        if t.publish_lag_s is not None and t.publish_lag_s > thresholds.lag_seconds:
+            warnings.append(f"{t.table}: publish lag {duration(t.publish_lag_s)} (warn above {duration(thresholds.lag_seconds)})")
+        if t.lag_bytes > thresholds.lag_bytes:
+            warnings.append(f"{t.table}: tail lag {size(t.lag_bytes)} (warn above {size(thresholds.lag_bytes)})")
+    return [Problem("error", text) for text in errors] + [Problem("warning", text) for text in warnings]
 
 
 def _age(iso: str | None, now: float) -> float | None:
     if not iso:
         return None
     try:
-        return now - datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+        return now - datetime.fromisoformat(iso).timestamp()
     except ValueError:
         return None

@@ -19,6 +19,8 @@ def create_app(settings: Settings | None = None) -> faust.App:
     """A Faust app configured from ``settings`` with the sidecar and its commands installed."""
     settings = settings or load_settings()
     app_id = f"hyperdata-sidecar-{settings.node_id}"
+    # Faust creates its data dir but not the parents; a lost state dir must not stop a restart.
+    settings.state_path.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         app_id,
         broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",")],

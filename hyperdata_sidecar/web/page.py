@@ -1,0 +1,240 @@
+"""The human status page served at ``/``: one server-rendered screen, no external assets.
+
+Every value that comes from the sidecar is HTML-escaped. A few lines of inline JavaScript re-fetch
+the page every few seconds and swap its main element, so it stays current without flicker; if a
+refresh fails the page says so instead of silently showing stale numbers.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from typing import Any
+
+from hyperdata_sidecar.web.status import SidecarStatus, TableStatus
+from hyperdata_sidecar.web.units import duration, hour_label, size, table_label
+
+REFRESH_MS = 3000
+
+_STYLE = """
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f4f5f7;color:#1d2330}
+header{background:#1d2330;color:#fff;padding:10px 24px;display:flex;gap:12px;align-items:center;flex-wrap:wrap}
+header h1{font-size:18px;margin:0 8px 0 0}
+header .meta{color:#b8c0cf}
+main{padding:14px 24px}
+section{background:#fff;border:1px solid #dde1e8;border-radius:6px;padding:10px 16px;margin-bottom:14px}
+h2{font-size:15px;margin:0 0 6px}
+table{border-collapse:collapse;width:100%;table-layout:auto}
+th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #eceef2;white-space:nowrap}
+th{font-weight:600;color:#5a6272;font-size:11px;text-transform:uppercase;letter-spacing:.03em}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+.sub{color:#5a6272;font-size:12px}
+.badge{display:inline-block;padding:2px 10px;border-radius:10px;font-weight:600;font-size:12px}
+.ok{background:#d9f2e3;color:#14603a}.bad{background:#fbe0e0;color:#8f1d1d}.warn{background:#fff1cc;color:#7a5400}
+.problems{margin:0;padding-left:0;list-style:none}.problems li{margin:2px 0}.none{color:#14603a}
+.problems .error{color:#8f1d1d}.problems .warning{color:#7a5400}
+.level{display:inline-block;width:64px;font-size:11px;font-weight:700;text-transform:uppercase}
+.cols{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:14px}.cols section{margin-bottom:0}
+.path{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
+footer{padding:0 24px 16px;color:#5a6272;font-size:12px;overflow-wrap:anywhere}
+#stale{display:none}
+"""
+
+_SCRIPT = """
+(function(){
+  setInterval(function(){
+    fetch(location.pathname,{cache:"no-store"}).then(function(r){
+      if(!r.ok){throw new Error(r.status);}
+      return r.text();
+    }).then(function(text){
+      var next=new DOMParser().parseFromString(text,"text/html");
+      document.querySelector("main").replaceWith(next.querySelector("main"));
+      document.querySelector("header").replaceWith(next.querySelector("header"));
+    }).catch(function(){
+      var stale=document.getElementById("stale");
+      if(stale){stale.style.display="inline-block";}
+    });
+  },REFRESH_MS);
+})();
+""".replace("REFRESH_MS", str(REFRESH_MS))
+
+
+def render_page(status: SidecarStatus) -> str:
+    """The complete HTML document for ``status``."""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>hyperdata-sidecar {_e(status.node)}</title>"
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<style>{_STYLE}</style></head><body>"
+        f"{_header(status)}<main>{_problems(status)}{_tables(status.tables)}"
+        f'<div class="cols">{_seals(status.seals)}{_backups(status.backups)}</div></main>'
+        f"{_footer(status)}<script>{_SCRIPT}</script></body></html>"
+    )
+
+
+# ---------------------------------------------------------------------- sections
+
+
+def _header(status: SidecarStatus) -> str:
+    ready = _badge("READY", "ok") if status.ready else _badge("NOT READY", "bad")
+    broker = _badge("broker connected", "ok") if status.broker_connected else _badge("broker unreachable", "bad")
+    updated = time.strftime("%H:%M:%S", time.gmtime(status.now))
+    return (
+        f"<header><h1>hyperdata-sidecar</h1>{ready}{broker}"
+        f'<span class="meta">node {_e(status.node)} · app {_e(status.app_id)} · up {_e(duration(status.now - status.started_at))}'
+        f" · updated {updated} UTC</span>"
+        f'<span id="stale" class="badge warn">refresh failed: showing the last good data</span></header>'
+    )
+
+
+def _problems(status: SidecarStatus) -> str:
+    if not status.problems:
+        return '<section><h2>Problems</h2><div class="none">None: nothing needs attention.</div></section>'
+    items = "".join(
+        f'<li class="{_e(p.level)}"><span class="level">{_e(p.level)}</span>{_e(p.text)}</li>' for p in status.problems
+    )
+    errors = sum(1 for p in status.problems if p.level == "error")
+    title = f"Problems: {errors} error(s), {len(status.problems) - errors} warning(s)"
+    return f'<section><h2>{title}</h2><ul class="problems">{items}</ul></section>'
+
+
+def _tables(tables: list[TableStatus]) -> str:
+    numeric = range(3, 10)
+    head = _row(
+        ["Table", "Current file", "State", "Tail lag", "Publish lag", "Lines/s", "Published", "Held", "Files", "DLQ"],
+        header=True,
+        numeric=numeric,
+    )
+    rows = "".join(
+        _row(
+            [
+                f'{_e(table_label(t.table))} <span class="sub">→ {_e(t.topic)}</span>',
+                _file(t.current_file),
+                t.current_state or "—",
+                size(t.lag_bytes),
+                duration(t.publish_lag_s) if t.publish_lag_s is not None else "—",
+                f"{t.lines_per_s:,.0f}" if t.lines_per_s is not None else "—",
+                f"{t.lines_published:,}",
+                size(t.held_bytes),
+                str(t.files),
+                f"{sum(t.dlq.values()):,}",
+            ],
+            numeric=numeric,
+            raw={0, 1},
+        )
+        for t in tables
+    )
+    return f"<section><h2>Tables</h2><table>{head}{rows}</table></section>"
+
+
+def _seals(seals: list[dict[str, Any]]) -> str:
+    numeric = range(2, 5)
+    head = _row(["Sealed at", "File", "Lines", "DLQ", "Size", "Blocks"], header=True, numeric=numeric)
+    rows = "".join(
+        _row(
+            [
+                _clock(s.get("sealed_at")),
+                _file(s.get("path"), with_table=True),
+                f"{s.get('lines', 0):,}",
+                str(s.get("dlq_lines", 0)),
+                size(s.get("size", 0)),
+                _blocks(s.get("block_range")),
+            ],
+            numeric=numeric,
+            raw={1},
+        )
+        for s in seals
+    )
+    body = rows or _empty(6, "no seals yet")
+    return f"<section><h2>Last seals</h2><table>{head}{body}</table></section>"
+
+
+def _backups(backups: list[dict[str, Any]]) -> str:
+    head = _row(["At", "File", "Result", "Tries"], header=True, numeric={3})
+    rows = "".join(
+        _row(
+            [_clock(b.get("at")), _file(b.get("path"), with_table=True), _result(b), str(b.get("attempts", "—"))],
+            numeric={3},
+            raw={1, 2},
+        )
+        for b in backups
+    )
+    body = rows or _empty(4, "no backups yet")
+    return f"<section><h2>Last backups</h2><table>{head}{body}</table></section>"
+
+
+def _footer(status: SidecarStatus) -> str:
+    links = " · ".join(
+        f'<a href="{href}">{href}</a>'
+        for href in ("/metrics", "/sidecar/files/", "/sidecar/seals/", "/sidecar/dlq/", "/healthz", "/readyz", "/table/")
+    )
+    config = " · ".join(f"{_e(k)}={_e(_flat(v))}" for k, v in status.config.items())
+    return f"<footer>Read-only. JSON: {links}<br>Config: {config}</footer>"
+
+
+# ---------------------------------------------------------------------- formatting
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _flat(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}→{v}" for k, v in value.items())
+    return str(value)
+
+
+def _badge(text: str, kind: str) -> str:
+    return f'<span class="badge {kind}">{_e(text)}</span>'
+
+
+def _file(path: str | None, *, with_table: bool = False) -> str:
+    """A file as ``<date>/<hour>`` (prefixed with its short table name if asked); the full path as tooltip."""
+    if not path:
+        return "—"
+    label = hour_label(path)
+    if with_table and label != path:
+        label = f"{table_label(path.split('/', 1)[0])} {label}"
+    return f'<span class="path" title="{_e(path)}">{_e(label)}</span>'
+
+
+def _clock(iso: str | None) -> str:
+    """``2026-06-10T14:00:03.120Z`` → ``06-10 14:00:03``."""
+    if not iso or len(iso) < 19:
+        return iso or "—"
+    return f"{iso[5:10]} {iso[11:19]}"
+
+
+def _blocks(block_range: Any) -> str:
+    """``[1030140001, 1030140067]`` → ``1030140001–67``: the last block without the digits it shares."""
+    if not block_range:
+        return "—"
+    first, last = str(block_range[0]), str(block_range[1])
+    if len(first) == len(last):
+        shared = 0
+        while shared < len(last) - 1 and first[shared] == last[shared]:
+            shared += 1
+        last = last[shared:]
+    return f"{first}–{last}"
+
+
+def _result(backup: dict[str, Any]) -> str:
+    result = str(backup.get("status", "?"))
+    kind = {"ok": "ok", "failed": "bad"}.get(result, "warn")
+    reason = f" ({backup['reason']})" if result == "failed" and backup.get("reason") else ""
+    return _badge(result + reason, kind)
+
+
+def _row(cells: list[str], *, header: bool = False, numeric: Any = (), raw: Any = ()) -> str:
+    """One table row; cells are escaped unless their index is in ``raw`` (already HTML)."""
+    tag = "th" if header else "td"
+    out = []
+    for index, cell in enumerate(cells):
+        css = ' class="num"' if index in numeric else ""
+        out.append(f"<{tag}{css}>{cell if index in raw else _e(cell)}</{tag}>")
+    return f"<tr>{''.join(out)}</tr>"
+
+
+def _empty(span: int, text: str) -> str:
+    return f'<tr><td colspan="{span}" class="none">{_e(text)}</td></tr>'

@@ -1,0 +1,93 @@
+"""The sidecar's pages on the Faust web server. All are GET-only and read-only."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from faust.web import Request, Response, View
+
+from hyperdata_sidecar.web import snapshot
+from hyperdata_sidecar.web.page import render_page
+from hyperdata_sidecar.web.rates import LineRates
+
+if TYPE_CHECKING:
+    from hyperdata_sidecar.plugin import Sidecar
+
+SEALS_DEFAULT_LIMIT = 50
+SEALS_MAX_LIMIT = 1000
+RATE_SAMPLE_S = 1.0
+
+
+def install_pages(sidecar: Sidecar) -> None:
+    """Register the sidecar's pages and the timer that samples line rates on ``sidecar.app``.
+
+    Must run before the web server starts (``install`` calls it): the pages are registered before
+    Faust's own blueprints, which is what lets the status page take ``/`` from Faust's index. A host
+    app that registered its own ``/`` first keeps it; the status page is always at ``/sidecar/`` too.
+    """
+    app = sidecar.app
+    rates = LineRates()
+
+    @app.timer(RATE_SAMPLE_S, name="hyperdata_sidecar.web.sample_line_rates")
+    async def sample_line_rates(*_: Any) -> None:
+        rates.observe(time.monotonic(), sidecar.metrics.lines_published_totals())
+
+    async def status_page(view: View, request: Request) -> Response:
+        return view.html(render_page(snapshot.status(sidecar, rates)), headers={"Cache-Control": "no-store"})
+
+    app.page("/sidecar/", name="hyperdata_sidecar.status_page")(status_page)
+    # A host app's own page at / stays; registering a second GET / would make aiohttp raise.
+    if "/" not in app.web.views:
+        app.page("/", name="hyperdata_sidecar.status")(status_page)
+
+    @app.page("/metrics", name="hyperdata_sidecar.metrics")
+    async def metrics(view: View, request: Request) -> Response:
+        snapshot.refresh_gauges(sidecar)
+        body, content_type = sidecar.metrics.render()
+        # Passed as a header, not content_type=, so the exposition format's version parameter survives.
+        return view.bytes(body, headers={"Content-Type": content_type})
+
+    @app.page("/healthz", name="hyperdata_sidecar.healthz")
+    async def healthz(view: View, request: Request) -> Response:
+        return view.json({"status": "alive"})
+
+    @app.page("/readyz", name="hyperdata_sidecar.readyz")
+    async def readyz(view: View, request: Request) -> Response:
+        reasons = snapshot.not_ready_reasons(sidecar)
+        sidecar.metrics.set_ready(not reasons)
+        return view.json({"ready": not reasons, "reasons": reasons}, status=503 if reasons else 200)
+
+    @app.page("/sidecar/files/", name="hyperdata_sidecar.files")
+    async def files(view: View, request: Request) -> Response:
+        statuses = snapshot.files(sidecar)
+        return view.json(
+            {"files": [s.to_json() for s in statuses], "counts": snapshot.file_state_counts(statuses)}
+        )
+
+    @app.page("/sidecar/seals/", name="hyperdata_sidecar.seals")
+    async def seals(view: View, request: Request) -> Response:
+        limit = _limit(request.query.get("limit"))
+        if limit is None:
+            return view.error(400, f"limit must be an integer from 1 to {SEALS_MAX_LIMIT}")
+        return view.json({"seals": snapshot.seals(sidecar, limit), "limit": limit})
+
+    @app.page("/sidecar/dlq/", name="hyperdata_sidecar.dlq")
+    async def dlq(view: View, request: Request) -> Response:
+        return view.json(snapshot.dlq(sidecar))
+
+    @app.page("/sidecar/status/", name="hyperdata_sidecar.status_json")
+    async def status_json(view: View, request: Request) -> Response:
+        return view.json(snapshot.status(sidecar, rates).to_json())
+
+
+def _limit(raw: str | None) -> int | None:
+    """The ``limit`` query parameter: the default when absent, None when not 1..SEALS_MAX_LIMIT."""
+    if raw is None:
+        return SEALS_DEFAULT_LIMIT
+    try:
+        value = int(raw)
+    except ValueError:
+        return None
+    return value if 1 <= value <= SEALS_MAX_LIMIT else None
+

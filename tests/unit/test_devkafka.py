@@ -1,0 +1,50 @@
+"""The local broker's bookkeeping that needs no Java: ports, pid files, missing tools."""
+
+import os
+
+import pytest
+
+from hyperdata_sidecar.devkafka import DevKafkaError, LocalKafka, resolve_jars
+
+PROPERTIES_OF_A_FORMATTED_DIR = """\
+# Written by devkafka on first start; its ports are fixed from then on.
+process.roles=broker,controller
+controller.quorum.bootstrap.servers=127.0.0.1:29101
+listeners=PLAINTEXT://127.0.0.1:29100,CONTROLLER://127.0.0.1:29101
+advertised.listeners=PLAINTEXT://127.0.0.1:29100
+"""
+
+
+def test_fresh_data_dir_defaults_to_port_9092_and_controller_on_the_next_port(tmp_path):
+    broker = LocalKafka(tmp_path)
+
+    assert (broker.bootstrap, broker.controller_port) == ("127.0.0.1:9092", 9093)
+
+
+def test_controller_port_follows_an_explicit_port(tmp_path):
+    assert LocalKafka(tmp_path, port=19500).controller_port == 19501
+
+
+def test_data_dir_of_an_earlier_broker_supplies_its_ports(tmp_path):
+    (tmp_path / "server.properties").write_text(PROPERTIES_OF_A_FORMATTED_DIR)
+
+    broker = LocalKafka(tmp_path)
+
+    assert (broker.port, broker.controller_port) == (29100, 29101)
+
+
+def test_pid_file_naming_a_process_that_is_not_the_broker_is_not_running(tmp_path):
+    (tmp_path / "broker.pid").write_text(f"{os.getpid()}\n")
+
+    broker = LocalKafka(tmp_path)
+
+    assert broker.pid() is None
+    assert broker.stop() is False
+    assert not (tmp_path / "broker.pid").exists()
+
+
+def test_missing_maven_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+
+    with pytest.raises(DevKafkaError, match="mvn not found on PATH"):
+        resolve_jars(tmp_path / "cache")

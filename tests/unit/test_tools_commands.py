@@ -1,0 +1,101 @@
+"""The generate / replay / verify commands on a Faust app: options in, summary out, errors as one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+
+import click
+import faust
+import pytest
+from click.testing import CliRunner
+from faust.cli.base import cli
+
+from hyperdata_sidecar.commands import install_commands, parse_speed, parse_table_numbers
+from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
+
+
+@pytest.fixture(scope="module")
+def app() -> faust.App:
+    app = faust.App("tools-commands-test", autodiscover=False)
+    install_commands(app)
+    return app
+
+
+def run(app, *args):
+    return CliRunner().invoke(cli, list(args), app=app)
+
+
+@pytest.mark.parametrize("command", ["generate", "replay", "verify"])
+def test_each_command_explains_itself_in_help(app, command):
+    result = run(app, command, "--help")
+
+    assert result.exit_code == 0
+    assert "Usage:" in result.output and "--" in result.output
+
+
+def test_replay_help_names_its_environment_defaults(app):
+    output = run(app, "replay", "--help").output
+
+    for name in ("REPLAY_DIR", "REPLAY_CADENCE", "REPLAY_SPEED"):
+        assert name in output
+
+
+def test_generate_then_replay_reproduce_the_corpus_in_the_target(app, tmp_path):
+    summary_path = tmp_path / "summary.json"
+    generated = run(
+        app, "generate", "--out", str(tmp_path / "corpus"), "--hours", "2", "--lines-per-hour", "fills=5,book_diffs=20",
+        "--start", "20260610/23", "--bad-every", "7", "--summary-json", str(summary_path),
+    )
+    replayed = run(app, "replay", "--corpus", str(tmp_path / "corpus"), "--target", str(tmp_path / "watch"), "--speed", "max", "--chunk-bytes", "500")
+
+    assert generated.exit_code == 0, generated.output
+    assert replayed.exit_code == 0, replayed.output
+    summary = json.loads(summary_path.read_text())
+    assert {f["relpath"] for f in summary["files"]} == {
+        f"{table}/hourly/{hour}" for table in (BOOK_DIFFS, FILLS) for hour in ("20260610/23", "20260611/0")
+    }
+    assert len(summary["bad_lines"]) == 2 * 20 // 7 + 2 * 5 // 7
+    for f in summary["files"]:
+        assert (tmp_path / "watch" / f["relpath"]).read_bytes() == (tmp_path / "corpus" / f["relpath"]).read_bytes()
+    assert "MB/s" in generated.output and "MB/s" in replayed.output
+
+
+def test_a_command_that_cannot_run_prints_one_error_line_and_exits_2(app, tmp_path):
+    (tmp_path / "empty").mkdir()
+
+    result = run(app, "replay", "--corpus", str(tmp_path / "empty"), "--target", str(tmp_path / "watch"))
+
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and result.output.startswith("replay: error:")
+
+
+def test_verify_without_a_reachable_broker_exits_2_with_one_line(app, tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, never listening: connections are refused
+
+        result = run(app, "verify", "--watch-dir", str(tmp_path), "--bootstrap", f"127.0.0.1:{port}", "--timeout", "1")
+
+    assert result.exit_code == 2
+    assert result.output.startswith("verify: error:") and result.output.count("\n") == 1
+
+
+def test_table_numbers_parse_as_a_total_or_per_table_with_short_names():
+    assert parse_table_numbers("1000", what="x") == 1000
+    assert parse_table_numbers("fills=5, order_statuses=7.5", what="x") == {FILLS: 5.0, ORDER_STATUSES: 7.5}
+    assert parse_table_numbers(f"{BOOK_DIFFS}=1", what="x") == {BOOK_DIFFS: 1.0}
+    assert parse_table_numbers(None, what="x") is None
+    for bad in ("lots", "trades=5", "fills=many"):
+        with pytest.raises(click.BadParameter):
+            parse_table_numbers(bad, what="x")
+
+
+def test_speed_parses_as_a_positive_factor_or_max():
+    assert parse_speed("60") == 60.0
+    assert parse_speed("max") == math.inf
+    assert parse_speed("") is None
+    for bad in ("0", "-2", "fast"):
+        with pytest.raises(click.BadParameter):
+            parse_speed(bad)

@@ -1,0 +1,127 @@
+"""The status page HTML: what it shows, that it escapes, and the human number formats."""
+
+from __future__ import annotations
+
+import html.parser
+
+import pytest
+
+from hyperdata_sidecar.web.page import render_page
+from hyperdata_sidecar.web.status import Problem, SidecarStatus, TableStatus
+
+FILLS = "node_fills_streaming"
+
+
+def table(**overrides) -> TableStatus:
+    fields = {
+        "table": FILLS, "topic": "hyperliquid.fills", "current_file": f"{FILLS}/hourly/20260610/13", "current_state": "tailing",
+        "lag_bytes": 2048, "held_bytes": 17, "publish_lag_s": 4.25, "lines_per_s": 1234.4, "lines_published": 98765, "files": 3,
+        "dlq": {"blank": 2},
+    }
+    fields.update(overrides)
+    return TableStatus(**fields)
+
+
+def status(**overrides) -> SidecarStatus:
+    fields = {
+        "node": "node-a", "app_id": "hyperdata-sidecar-node-a", "now": 1_781_100_000.0, "started_at": 1_781_099_000.0,
+        "ready": True, "not_ready": [], "broker_connected": True, "tables": [table()],
+        "seals": [{"path": f"{FILLS}/hourly/20260610/12", "sealed_at": "2026-06-10T13:00:05.120Z", "lines": 4321,
+                "dlq_lines": 0, "size": 3_000_000, "block_range": [10, 20]}],
+        "backups": [{"path": f"{FILLS}/hourly/20260610/12", "status": "failed", "reason": "io_error", "attempts": 2,
+                  "at": "2026-06-10T13:00:06.000Z"}],
+        "problems": [], "config": {"watch_dir": "/watch"},
+    }
+    fields.update(overrides)
+    return SidecarStatus(**fields)
+
+
+class _Text(html.parser.HTMLParser):
+    """The page's visible text and its element names (outside <style> and <script>)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.tags: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self._skip += tag in ("style", "script")
+
+    def handle_endtag(self, tag):
+        self._skip -= tag in ("style", "script")
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+def visible(page: str) -> _Text:
+    parser = _Text()
+    parser.feed(page)
+    return parser
+
+
+def test_page_shows_each_tables_progress_in_human_units() -> None:
+    text = " ".join(visible(render_page(status())).text)
+
+    for expected in ("fills", "hyperliquid.fills", "20260610/13", "2.0 KiB", "4.2 s", "1,234", "98,765", "17 B"):
+        assert expected in text
+
+
+def test_page_shows_last_seals_and_backups_with_failure_reason() -> None:
+    text = " ".join(visible(render_page(status())).text)
+
+    assert "06-10 13:00:05" in text and "fills 20260610/12" in text and "4,321" in text and "10–20" in text
+    assert "failed (io_error)" in text
+
+
+def test_page_lists_problems_and_says_not_ready() -> None:
+    page = render_page(
+        status(ready=False, broker_connected=False, problems=[Problem("error", "broker unreachable (k:9092)"), Problem("warning", "lag")])
+    )
+    text = " ".join(visible(page).text)
+
+    assert "NOT READY" in text and "broker unreachable (k:9092)" in text
+    assert "Problems: 1 error(s), 1 warning(s)" in text
+    assert '<li class="error">' in page and '<li class="warning">' in page
+
+
+def test_page_says_so_when_nothing_needs_attention() -> None:
+    text = " ".join(visible(render_page(status())).text)
+
+    assert "READY" in text and "None: nothing needs attention." in text
+
+
+@pytest.mark.parametrize(
+    ("block_range", "shown"),
+    [([1030140001, 1030140067], "1030140001–67"), ([5, 5], "5–5"), ([98, 102], "98–102"), (None, "—")],
+)
+def test_block_ranges_drop_the_digits_the_last_block_shares_with_the_first(block_range, shown) -> None:
+    seal = {"path": f"{FILLS}/hourly/20260610/12", "sealed_at": "2026-06-10T13:00:05.120Z", "block_range": block_range}
+
+    assert f"<td>{shown}</td>" in render_page(status(seals=[seal]))
+
+
+def test_files_carry_their_full_path_as_a_tooltip() -> None:
+    assert f'title="{FILLS}/hourly/20260610/13"' in render_page(status())
+
+
+def test_every_value_is_escaped() -> None:
+    evil = '<img src=x onerror="alert(1)">'
+    page = render_page(
+        status(node=evil, problems=[Problem(evil, evil)], tables=[table(current_file=evil, topic=evil)], config={"k": evil},
+               seals=[{"path": evil, "sealed_at": evil}], backups=[{"path": evil, "status": evil}])
+    )
+    parsed = visible(page)
+
+    assert "img" not in parsed.tags
+    assert evil in " ".join(parsed.text)
+
+
+def test_page_refreshes_itself_with_inline_script_and_no_external_assets() -> None:
+    page = render_page(status())
+
+    assert "setInterval" in page and "fetch(location.pathname" in page
+    assert "src=" not in page and "<link" not in page

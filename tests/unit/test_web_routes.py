@@ -1,0 +1,275 @@
+"""The pages on a real Faust app's web server (aiohttp test client; no broker, worker not started)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import faust
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from hyperdata_sidecar.config import load_settings
+from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
+from hyperdata_sidecar.core.seal import iso_utc
+from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.plugin import Sidecar, install
+from hyperdata_sidecar.tailer import TableTailer
+
+FILLS = "node_fills_streaming"
+SECRET = "sasl-password-never-shown"
+
+
+def make_app(tmp_path: Path, app: faust.App | None = None, **env: str) -> tuple[faust.App, Sidecar]:
+    """``app`` (a new one by default) with the sidecar installed, configured for ``tmp_path``."""
+    (tmp_path / "watch").mkdir(exist_ok=True)
+    settings = load_settings(
+        {
+            "WATCH_DIR": str(tmp_path / "watch"),
+            "STATE_PATH": str(tmp_path / "state"),
+            "BACKUP_DIR": str(tmp_path / "backups"),
+            "NODE_ID": "unit-node",
+            "KAFKA_BOOTSTRAP": "127.0.0.1:9",
+            **env,
+        }
+    )
+    if app is None:
+        app = faust.App("unit-web", broker="kafka://127.0.0.1:9", store="rocksdb://", datadir=str(tmp_path / "data"), autodiscover=False)
+    return app, install(app, settings)
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[Sidecar, TestClient]]:
+    app, sidecar = make_app(tmp_path)
+    app.web.init_server()  # what the worker does on start: Faust's blueprints go in after our pages
+    async with TestClient(TestServer(app.web.web_app)) as client:
+        yield sidecar, client
+
+
+def run_as_started(sidecar: Sidecar, stored: dict[str, dict[str, FileCursor]]) -> None:
+    """Put the sidecar in the state its runtime reaches after recovery: tailers built, producer connected."""
+    for spec in TABLES:
+        sidecar.tailers[spec.dir_name] = TableTailer(spec, sidecar.settings, sidecar, stored.get(spec.dir_name, {}))
+    sidecar.synced = True
+    sidecar.broker_connected = True
+
+
+def write_hour(sidecar: Sidecar, relpath: str, data: bytes) -> None:
+    target = sidecar.settings.watch_dir / relpath
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+# ---------------------------------------------------------------------- health
+
+
+async def test_liveness_answers_200(served) -> None:
+    _sidecar, client = served
+    response = await client.get("/healthz")
+
+    assert response.status == 200
+    assert await response.json() == {"status": "alive"}
+
+
+async def test_readiness_is_503_with_reasons_before_recovery_and_connection(served) -> None:
+    _sidecar, client = served
+    response = await client.get("/readyz")
+    body = await response.json()
+
+    assert response.status == 503
+    assert body["ready"] is False
+    assert body["reasons"] == ["tables not recovered yet", "broker unreachable (127.0.0.1:9)"]
+
+
+async def test_readiness_is_200_once_recovered_connected_and_the_watch_dir_is_readable(served) -> None:
+    sidecar, client = served
+    run_as_started(sidecar, {})
+    response = await client.get("/readyz")
+
+    assert response.status == 200
+    assert await response.json() == {"ready": True, "reasons": []}
+
+
+async def test_readiness_names_a_missing_watch_dir(served) -> None:
+    sidecar, client = served
+    run_as_started(sidecar, {})
+    sidecar.settings.watch_dir.rmdir()
+    response = await client.get("/readyz")
+
+    assert response.status == 503
+    assert (await response.json())["reasons"] == [f"WATCH_DIR {sidecar.settings.watch_dir} is not a readable directory"]
+
+
+# ---------------------------------------------------------------------- metrics
+
+
+async def test_metrics_are_served_in_the_prometheus_text_format(served) -> None:
+    sidecar, client = served
+    sidecar.metrics.lines_published(FILLS, 5)
+    response = await client.get("/metrics")
+    text = await response.text()
+
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/plain; version=")
+    assert f'hyperdata_sidecar_lines_published_total{{table="{FILLS}"}} 5.0' in text
+
+
+async def test_a_scrape_refreshes_readiness_and_the_current_files_lag_from_disk(served) -> None:
+    sidecar, client = served
+    relpath = f"{FILLS}/hourly/20260610/13"
+    write_hour(sidecar, relpath, b'{"a":1}\n' * 10 + b'{"partial')
+    run_as_started(sidecar, {FILLS: {relpath: FileCursor(path=relpath, byte_offset=16)}})
+    text = await (await client.get("/metrics")).text()
+
+    assert "hyperdata_sidecar_ready 1.0" in text
+    assert f'hyperdata_sidecar_tail_offset_lag_bytes{{file="{relpath}",table="{FILLS}"}} {80 + 9 - 16}.0' in text
+    assert f'hyperdata_sidecar_files_tailed{{table="{FILLS}"}} 1.0' in text
+
+
+async def test_a_scrape_reports_the_age_of_the_oldest_finalized_file_without_a_seal(served) -> None:
+    sidecar, client = served
+    older, newer = (f"{FILLS}/hourly/20260610/{h}" for h in (11, 12))
+    finalized = {
+        path: FileCursor(path=path, stage=CursorStage.FINALIZED, finalized_at=iso_utc(time.time() - age))
+        for path, age in ((older, 600), (newer, 60))
+    }
+    run_as_started(sidecar, {FILLS: finalized})
+    text = await (await client.get("/metrics")).text()
+    age = float(re.search(rf'oldest_unsealed_finalized_age_seconds{{table="{FILLS}"}} (\S+)', text).group(1))
+
+    assert age >= 600
+
+
+# ---------------------------------------------------------------------- JSON views
+
+
+async def test_files_view_lists_the_tailers_files_with_lag_from_disk(served) -> None:
+    sidecar, client = served
+    tailing = f"{FILLS}/hourly/20260610/13"
+    finished = f"{FILLS}/hourly/20260610/12"
+    write_hour(sidecar, tailing, b"x" * 300)
+    run_as_started(
+        sidecar,
+        {
+            FILLS: {
+                tailing: FileCursor(path=tailing, byte_offset=120, lines=3),
+                finished: FileCursor(path=finished, byte_offset=500, size=500, stage=CursorStage.FINALIZED),
+            }
+        },
+    )
+    body = await (await client.get("/sidecar/files/")).json()
+
+    assert [(f["path"], f["state"], f["offset"], f["size"], f["lag_bytes"]) for f in body["files"]] == [
+        (finished, "finalized", 500, 500, 0),
+        (tailing, "tailing", 120, 300, 180),
+    ]
+    assert body["counts"]["tailing"] == 1 and body["counts"]["finalized"] == 1
+
+
+async def test_dlq_view_counts_by_table_and_reason(served) -> None:
+    sidecar, client = served
+    sidecar.metrics.dlq(FILLS, "malformed", 2)
+    sidecar.metrics.dlq(FILLS, "blank")
+    body = await (await client.get("/sidecar/dlq/")).json()
+
+    assert body["since_start"] == {FILLS: {"malformed": 2, "blank": 1}}
+    assert body["since_start_total"] == 3
+
+
+async def test_seals_view_is_empty_and_bounded_by_a_valid_limit(served) -> None:
+    _sidecar, client = served
+    ok = await client.get("/sidecar/seals/?limit=5")
+    bad = await client.get("/sidecar/seals/?limit=0")
+
+    assert (ok.status, await ok.json()) == (200, {"seals": [], "limit": 5})
+    assert bad.status == 400
+
+
+async def test_pages_are_read_only(served) -> None:
+    _sidecar, client = served
+    for path in ("/", "/metrics", "/sidecar/files/", "/readyz"):
+        assert (await client.post(path)).status == 405
+
+
+# ---------------------------------------------------------------------- the status page
+
+
+async def test_status_page_takes_the_root_from_fausts_index(served) -> None:
+    _sidecar, client = served
+    response = await client.get("/")
+    page = await response.text()
+
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/html")
+    assert "<h1>hyperdata-sidecar</h1>" in page
+    for spec in TABLES:
+        assert spec.dir_name in page
+
+
+async def test_status_page_is_also_served_under_sidecar_for_hosts_that_own_the_root(tmp_path: Path) -> None:
+    app = faust.App("host-with-root", broker="kafka://127.0.0.1:9", datadir=str(tmp_path / "data"), autodiscover=False)
+
+    @app.page("/", name="host.index")
+    async def index(view, request):
+        return view.text("the host's own index")
+
+    _app, _sidecar = make_app(tmp_path, app=app)
+    app.web.init_server()
+    async with TestClient(TestServer(app.web.web_app)) as client:
+        root = await (await client.get("/")).text()
+        status = await (await client.get("/sidecar/")).text()
+
+    assert root == "the host's own index"
+    assert "<h1>hyperdata-sidecar</h1>" in status
+
+
+async def test_no_secret_reaches_the_page_or_the_status_json(tmp_path: Path) -> None:
+    app, sidecar = make_app(
+        tmp_path, KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT", KAFKA_SASL_MECHANISM="PLAIN",
+        KAFKA_SASL_USERNAME="svc", KAFKA_SASL_PASSWORD=SECRET,
+    )
+    app.web.init_server()
+    async with TestClient(TestServer(app.web.web_app)) as client:
+        bodies = [await (await client.get(path)).text() for path in ("/", "/sidecar/status/", "/metrics")]
+
+    assert sidecar.settings.security.sasl_password == SECRET
+    assert not any(SECRET in body for body in bodies)
+
+
+# ---------------------------------------------------------------------- Faust's table view
+
+
+async def test_faust_table_list_includes_the_sidecars_tables(served) -> None:
+    _sidecar, client = served
+    names = [t["name"] for t in await (await client.get("/table/")).json()]
+
+    assert {"sidecar-offsets", "sidecar-seals", "sidecar-backups"} <= set(names)
+
+
+# ---------------------------------------------------------------------- install
+
+
+def test_installing_twice_on_one_app_raises(tmp_path: Path) -> None:
+    app, sidecar = make_app(tmp_path)
+
+    with pytest.raises(RuntimeError, match="already installed"):
+        install(app, sidecar.settings)
+
+
+def test_every_page_has_an_explicit_sidecar_name(tmp_path: Path) -> None:
+    app, _sidecar = make_app(tmp_path)
+    ours = {name: path for name, path in app.web.reverse_names.items() if name.startswith("hyperdata_sidecar.")}
+
+    assert ours == {
+        "hyperdata_sidecar.status": "/",
+        "hyperdata_sidecar.status_page": "/sidecar/",
+        "hyperdata_sidecar.metrics": "/metrics",
+        "hyperdata_sidecar.healthz": "/healthz",
+        "hyperdata_sidecar.readyz": "/readyz",
+        "hyperdata_sidecar.files": "/sidecar/files/",
+        "hyperdata_sidecar.seals": "/sidecar/seals/",
+        "hyperdata_sidecar.dlq": "/sidecar/dlq/",
+        "hyperdata_sidecar.status_json": "/sidecar/status/",
+    }

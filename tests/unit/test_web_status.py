@@ -1,0 +1,98 @@
+"""The status picture: per-table progress and the list of problems an operator should see."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
+from hyperdata_sidecar.web.files import LiveFile, file_statuses
+from hyperdata_sidecar.web.status import Problem, Thresholds, problems, table_status
+
+FILLS = "node_fills_streaming"
+BOOK = "node_raw_book_diffs_streaming"
+NOW = datetime(2026, 6, 10, 14, 0, 0, tzinfo=UTC).timestamp()
+THRESHOLDS = Thresholds(lag_seconds=30, lag_bytes=1_000)
+
+
+def path(hour: str, table: str = FILLS) -> str:
+    return f"{table}/hourly/20260610/{hour}"
+
+
+def fills_status(files, **overrides):
+    fields = {"lines_published": 10, "publish_lag_s": 1.5, "lines_per_s": 3.0, "dlq": {}}
+    fields.update(overrides)
+    return table_status(FILLS, "hyperliquid.fills", files, **fields)
+
+
+def test_table_status_follows_the_current_file_and_counts_only_its_own_files() -> None:
+    cursors = {
+        path("12"): FileCursor(path=path("12"), stage=CursorStage.FINALIZED),
+        path("13"): FileCursor(path=path("13"), byte_offset=100),
+        path("13", BOOK): FileCursor(path=path("13", BOOK)),
+    }
+    files = file_statuses(cursors, {path("13"): LiveFile(size=160, held_bytes=60)}, {}, {})
+
+    status = fills_status(files)
+
+    assert (status.current_file, status.current_state, status.lag_bytes, status.held_bytes, status.files) == (
+        path("13"), "tailing", 60, 60, 2,
+    )
+
+
+def test_table_status_without_files_has_no_current_file() -> None:
+    status = fills_status([])
+
+    assert (status.current_file, status.lag_bytes, status.files) == (None, 0, 0)
+
+
+def test_a_healthy_sidecar_has_no_problems() -> None:
+    files = file_statuses({path("13"): FileCursor(path=path("13"))}, {}, {}, {})
+
+    assert problems(not_ready=[], tables=[fills_status(files)], files=files, thresholds=THRESHOLDS, now=NOW) == []
+
+
+def test_not_ready_reasons_are_the_first_errors_and_lags_come_last_as_warnings() -> None:
+    found = problems(
+        not_ready=["broker unreachable (k:9092)"], tables=[fills_status([], dlq={"blank": 1}, publish_lag_s=31.0)],
+        files=[], thresholds=THRESHOLDS, now=NOW,
+    )
+
+    assert [p.level for p in found] == ["error", "error", "warning"]
+    assert found[0] == Problem("error", "broker unreachable (k:9092)")
+
+
+def test_lags_above_their_thresholds_are_problems() -> None:
+    files = file_statuses({path("13"): FileCursor(path=path("13"))}, {path("13"): LiveFile(size=5_000, held_bytes=0)}, {}, {})
+
+    found = problems(not_ready=[], tables=[fills_status(files, publish_lag_s=95.0)], files=files, thresholds=THRESHOLDS, now=NOW)
+
+    assert found == [
+        Problem("warning", f"{FILLS}: publish lag 1 m 35 s (warn above 30 s)"),
+        Problem("warning", f"{FILLS}: tail lag 4.9 KiB (warn above 1000 B)"),
+    ]
+
+
+def test_a_failed_backup_and_a_long_unsealed_file_are_problems_but_a_fresh_one_is_not() -> None:
+    cursors = {
+        path("10"): FileCursor(path=path("10"), stage=CursorStage.FINALIZED, finalized_at="2026-06-10T13:58:00.000Z"),
+        path("11"): FileCursor(path=path("11"), stage=CursorStage.FINALIZED, finalized_at="2026-06-10T13:59:50.000Z"),
+        path("12"): FileCursor(path=path("12"), stage=CursorStage.FINALIZED, finalized_at="2026-06-10T13:00:00.000Z"),
+    }
+    backups = {path("12"): {"status": "failed", "reason": "hash_mismatch", "attempts": 4}}
+    files = file_statuses(cursors, {}, {path("12"): {"sealed_at": "x"}}, backups)
+
+    found = problems(not_ready=[], tables=[], files=files, thresholds=THRESHOLDS, now=NOW)
+
+    assert found == [
+        Problem("error", f"{path('10')}: finalized 2 m 00 s ago, no seal recorded"),
+        Problem("error", f"{path('12')}: backup failed (hash_mismatch, attempt 4)"),
+    ]
+
+
+def test_dlq_lines_are_one_problem_per_table_with_counts_by_reason() -> None:
+    found = problems(
+        not_ready=[], tables=[fills_status([], dlq={"malformed": 2, "blank": 1, "no_coin": 0})], files=[],
+        thresholds=THRESHOLDS, now=NOW,
+    )
+
+    assert found == [Problem("error", f"{FILLS}: 3 line(s) sent to the DLQ (blank 1, malformed 2)")]
