@@ -86,7 +86,9 @@ def parse_table_numbers(text: str | None, *, what: str) -> int | dict[str, float
         name, _, number = item.partition("=")
         table = _TABLE_NAMES.get(name.strip())
         if table is None:
-            raise click.BadParameter(f"{what}: unknown table {name.strip()!r} (use {', '.join(list(_TABLE_NAMES)[:4])})")
+            raise click.BadParameter(
+                f"{what}: unknown table {name.strip()!r} (use {', '.join(list(_TABLE_NAMES)[:4])})"
+            )
         try:
             out[table] = float(number)
         except ValueError:
@@ -113,19 +115,42 @@ def install_commands(app: faust.App) -> None:
     """Register the ``generate``, ``replay`` and ``verify`` commands on ``app``."""
 
     @app.command(
-        option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Root of the tree to write."),
+        option(
+            "--out",
+            type=click.Path(file_okay=False, path_type=Path),
+            required=True,
+            help="Root of the tree to write.",
+        ),
         option("--hours", type=int, default=2, help="Hour files per table."),
         option(
             "--lines-per-hour",
             default="100000",
             help="Good lines per hour: a total split in the production mix (23.5k:15.6k:0.2k), or table=N,...",
         ),
-        option("--lines-per-block", default=None, help="Mean lines per block: one number or table=N,... (default: production)."),
+        option(
+            "--lines-per-block",
+            default=None,
+            help="Mean lines per block: one number or table=N,... (default: production).",
+        ),
         option("--seed", type=int, default=0, help="Same seed, same bytes."),
         option("--start", default="20260610/13", help="First hour (UTC): YYYYMMDD/H or YYYY-MM-DDTHH."),
-        option("--bad-every", type=int, default=None, help="Inject a DLQ-bound line after every Nth good line of a table."),
-        option("--bad-kinds", default=",".join(BAD_KINDS), help="Kinds to cycle through (add 'oversize' for 8 MiB lines)."),
-        option("--summary-json", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the summary (files, bad lines) as JSON here."),
+        option(
+            "--bad-every",
+            type=int,
+            default=None,
+            help="Inject a DLQ-bound line after every Nth good line of a table.",
+        ),
+        option(
+            "--bad-kinds",
+            default=",".join(BAD_KINDS),
+            help="Kinds to cycle through (add 'oversize' for 8 MiB lines).",
+        ),
+        option(
+            "--summary-json",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Write the summary (files, bad lines) as JSON here.",
+        ),
         base=ToolCommand,
     )
     async def generate(
@@ -163,14 +188,54 @@ def install_commands(app: faust.App) -> None:
         return 0
 
     @app.command(
-        option("--corpus", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True, help="Tree to replay."),
-        option("--target", envvar="REPLAY_DIR", type=click.Path(file_okay=False, path_type=Path), required=True, help="Watched tree to append into [env REPLAY_DIR]."),
-        option("--chunk-bytes", type=int, default=64 * 1024, help="Mean append size; actual sizes are ragged (0.5x-1.5x)."),
-        option("--cadence-ms", envvar="REPLAY_CADENCE", type=int, default=250, help="Append tick [env REPLAY_CADENCE]."),
-        option("--speed", envvar="REPLAY_SPEED", default=None, help="Real-time factor vs the corpus's hours (60 = an hour per minute), or 'max' [env REPLAY_SPEED]."),
-        option("--lines-per-s", default=None, help="Target line rate per table, table=N,... (default: production rates; ignored with --speed)."),
-        option("--rewrite-local-time/--keep-local-time", default=False, help="Set each line's local_time to 'now' when appended."),
-        option("--progress/--no-progress", default=None, show_default=False, help="Progress per table (default: on a terminal outside CI)."),
+        option(
+            "--corpus",
+            type=click.Path(exists=True, file_okay=False, path_type=Path),
+            required=True,
+            help="Tree to replay.",
+        ),
+        option(
+            "--target",
+            envvar="REPLAY_DIR",
+            type=click.Path(file_okay=False, path_type=Path),
+            required=True,
+            help="Watched tree to append into [env REPLAY_DIR].",
+        ),
+        option(
+            "--chunk-bytes",
+            type=int,
+            default=64 * 1024,
+            help="Mean append size; actual sizes are ragged (0.5x-1.5x).",
+        ),
+        option(
+            "--cadence-ms",
+            envvar="REPLAY_CADENCE",
+            type=int,
+            default=250,
+            help="Append tick [env REPLAY_CADENCE].",
+        ),
+        option(
+            "--speed",
+            envvar="REPLAY_SPEED",
+            default=None,
+            help="Real-time factor vs the corpus's hours (60 = an hour per minute), or 'max' [env REPLAY_SPEED].",
+        ),
+        option(
+            "--lines-per-s",
+            default=None,
+            help="Target line rate per table, table=N,... (default: production rates; ignored with --speed).",
+        ),
+        option(
+            "--rewrite-local-time/--keep-local-time",
+            default=False,
+            help="Set each line's local_time to 'now' when appended.",
+        ),
+        option(
+            "--progress/--no-progress",
+            default=None,
+            show_default=False,
+            help="Progress per table (default: on a terminal outside CI).",
+        ),
         option("--seed", type=int, default=0, help="Seed of the chunk sizes."),
         base=ToolCommand,
     )
@@ -209,14 +274,29 @@ def install_commands(app: faust.App) -> None:
         return 0
 
     @app.command(
-        option("--watch-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None, help="Tree the sidecar published [default: WATCH_DIR]."),
+        option(
+            "--watch-dir",
+            type=click.Path(exists=True, file_okay=False, path_type=Path),
+            default=None,
+            help="Tree the sidecar published [default: WATCH_DIR].",
+        ),
         option("--bootstrap", default=None, help="Kafka bootstrap servers [default: KAFKA_BOOTSTRAP]."),
         option("--node", default=None, help="Only seals of this node; tolerate other sidecars' messages."),
-        option("--backup-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Also check backups under this dir."),
+        option(
+            "--backup-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Also check backups under this dir.",
+        ),
         option("--allowed-duplicates", type=int, default=0, help="Duplicates tolerated before failing."),
         option("--timeout", type=float, default=60.0, help="Seconds to wait for the topics to converge."),
         option("--settle", type=float, default=2.0, help="Seconds the end offsets must stay still."),
-        option("--report-json", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the report as JSON here."),
+        option(
+            "--report-json",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Also write the report as JSON here.",
+        ),
         base=ToolCommand,
     )
     async def verify(

@@ -34,11 +34,12 @@ class Outbox:
     count: int = 0
 
     def add(self, topic: str, partition: int, record: Record) -> None:
-        group = self.groups.get((topic, partition))
-        if group is None:
-            group = self.groups[(topic, partition)] = []
-        group.append(record)
-        self.count += 1
+        self.extend(topic, partition, [record])
+
+    def extend(self, topic: str, partition: int, records: list[Record]) -> None:
+        if records:
+            self.groups.setdefault((topic, partition), []).extend(records)
+            self.count += len(records)
 
 
 class DataPlaneProducer:
@@ -114,10 +115,12 @@ class DataPlaneProducer:
             count = self._partitions[topic] = len(parts)
         return count
 
-    async def publish(self, outbox: Outbox) -> None:
-        """Send every record of ``outbox`` and return once the broker acked all of them.
+    async def enqueue(self, outbox: Outbox) -> list[asyncio.Future]:
+        """Hand every record of ``outbox`` to the producer, in order; returns the batches' ack futures.
 
-        Raises :class:`PublishError` if any batch fails; some batches may have landed (at-least-once).
+        Returns once the batches are queued (not acked), so the caller can prepare the next cycle
+        while the broker works. Calls for the same partition must not overlap: await each in turn.
+        Raises :class:`PublishError` if a batch cannot be queued.
         """
         producer = self.producer
         futures: list[asyncio.Future] = []
@@ -130,12 +133,25 @@ class DataPlaneProducer:
                         batch = producer.create_batch()
                         batch.append(key=key, value=value, timestamp=None, headers=headers)
                 futures.append(await producer.send_batch(batch, topic, partition=partition))
-            await asyncio.gather(*futures)
         except (KafkaError, asyncio.TimeoutError, OSError) as exc:
-            for future in futures:
-                if future.done() and not future.cancelled():
-                    future.exception()  # mark retrieved: the failure is reported once, below
+            await self.settle(futures)
             raise PublishError(f"{type(exc).__name__}: {exc}") from exc
+        return futures
+
+    @staticmethod
+    async def settle(futures: list[asyncio.Future]) -> None:
+        """Wait for ``futures`` to finish; raises :class:`PublishError` (once) if any batch failed."""
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise PublishError(f"{type(result).__name__}: {result}") from result
+
+    async def publish(self, outbox: Outbox) -> None:
+        """Send every record of ``outbox`` and return once the broker acked all of them.
+
+        Raises :class:`PublishError` if any batch fails; some batches may have landed (at-least-once).
+        """
+        await self.settle(await self.enqueue(outbox))
 
     async def send_one(self, topic: str, key: bytes, value: bytes, headers: Sequence[Header] = ()) -> None:
         """Send a single low-rate record (seals) and wait for its ack."""

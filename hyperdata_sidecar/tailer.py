@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -22,7 +23,7 @@ from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.finalization import FileStage, finalization_stage
 from hyperdata_sidecar.core.hourfile import HourFile
-from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
+from hyperdata_sidecar.core.lineinfo import LineInfo, inspector_for
 from hyperdata_sidecar.core.partitioner import partition_for
 from hyperdata_sidecar.core.seal import SealManifest, iso_utc
 from hyperdata_sidecar.core.sequencer import BlockSequencer
@@ -31,11 +32,12 @@ from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.digest import RunningDigest, last_line_start, read_chunk, read_head
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
-from hyperdata_sidecar.producer import DataPlaneProducer, Outbox, PublishError
+from hyperdata_sidecar.producer import DataPlaneProducer, Outbox, PublishError, Record
 
 HEAD_BYTES = 64  # enough of the first line (its local_time has ns precision) to tell a replaced file
 DIGEST_SLICE = 64 * 1024 * 1024  # digest catch-up per idle cycle after a restart
 MAX_BACKOFF_S = 30.0
+MAX_IN_FLIGHT = 3  # cycles per file published but not yet acked (memory: this many read budgets)
 
 
 class TailerHost(Protocol):
@@ -75,7 +77,10 @@ class TrackedFile:
     path: Path
     sequencer: BlockSequencer
     splitter: LineSplitter
+    running: FileCursor  # the cursor once every cycle read so far is acked
+    head: str  # hex of the file's first bytes (see HEAD_BYTES)
     digest: RunningDigest = field(default_factory=RunningDigest)
+    in_flight: deque[InFlight] = field(default_factory=deque)
     read_pos: int = 0
     last_size: int = -1
     last_growth_at: float = field(default_factory=time.monotonic)
@@ -88,8 +93,22 @@ class TrackedFile:
             path=path,
             sequencer=BlockSequencer(cursor.seq_block, cursor.seq_next),
             splitter=LineSplitter(cursor.byte_offset, max_line_bytes),
+            running=cursor,
+            head=cursor.head,
             read_pos=cursor.byte_offset,
         )
+
+
+@dataclass
+class InFlight:
+    """One published cycle waiting for its acks; ``cursor`` is the file's cursor once it is acked."""
+
+    outbox: Outbox
+    acks: list[asyncio.Future] | None  # None: the batches could not even be queued
+    cursor: FileCursor
+    lines: int
+    newest_block_time: str | None
+    settled: bool = False
 
 
 @dataclass
@@ -115,6 +134,9 @@ class TableTailer:
         self._carry = BlockSequencer()
         self._dir_missing_logged = False
         self._counts: tuple[int, int] | None = None  # partitions of (data topic, DLQ topic)
+        self._route: dict[str, tuple[bytes, int]] = {}
+        self._inspect = inspector_for(spec)
+        self._table_bytes = spec.dir_name.encode()
         for path, cursor in stored.items():
             hour = HourFile.parse(path)
             if hour is not None and hour.table == spec.dir_name:
@@ -222,6 +244,7 @@ class TableTailer:
                     return False
                 continue
             break
+        await self._settle_all(tracked)
         self._report_lag(tracked, size)
         stage = finalization_stage(
             has_later_file=has_later_file,
@@ -242,7 +265,7 @@ class TableTailer:
 
         Returns the fresh :class:`TrackedFile`, or None when the file is the one we were reading.
         """
-        known = tracked.cursor.head
+        known = tracked.head
         reason = None
         if size < tracked.read_pos:
             reason = "truncated"
@@ -251,9 +274,10 @@ class TableTailer:
             if head[: len(known) // 2].hex() != known:
                 reason = "replaced"
             elif len(head) * 2 > len(known):
-                tracked.cursor = tracked.cursor.with_changes(head=head.hex())
+                tracked.head = head.hex()
         if reason is None:
             return None
+        await self._settle_all(tracked)
         self.host.metrics.file_truncated(self.spec.dir_name)
         self.host.log.error(
             "file_restarted", path=tracked.cursor.path, reason=reason, size=size, published_to=tracked.cursor.byte_offset
@@ -265,7 +289,8 @@ class TableTailer:
         return fresh
 
     async def _cycle(self, tracked: TrackedFile, size: int) -> None:
-        """Read one budget of new bytes, publish its complete lines, checkpoint after the ack."""
+        """Read one budget of new bytes and publish its complete lines; settle the oldest cycle
+        once more than MAX_IN_FLIGHT are waiting for acks (reading goes on while the broker works)."""
         await self._wait_for_partition_counts()
         want = min(size - tracked.read_pos, self.settings.read_budget_bytes)
         chunk = await asyncio.to_thread(read_chunk, tracked.path, tracked.read_pos, want, tracked.digest)
@@ -276,9 +301,39 @@ class TableTailer:
         outbox = Outbox()
         totals = CycleTotals()
         self._prepare(tracked, tracked.splitter.feed(chunk), outbox, totals)
-        await self._publish(outbox)
-        self._commit(tracked, totals, tracked.splitter.offset)
-        await self.host.checkpoint(tracked.cursor)
+        tracked.running = self._advanced(tracked, totals)
+        try:
+            acks = await self.host.producer.enqueue(outbox) if outbox.count else []
+        except PublishError:
+            acks = None
+        tracked.in_flight.append(InFlight(outbox, acks, tracked.running, totals.lines, totals.newest_block_time))
+        while len(tracked.in_flight) > MAX_IN_FLIGHT:
+            await self._settle_oldest(tracked)
+
+    async def _settle_all(self, tracked: TrackedFile) -> None:
+        while tracked.in_flight:
+            await self._settle_oldest(tracked)
+
+    async def _settle_oldest(self, tracked: TrackedFile) -> None:
+        """Wait for the oldest cycle's acks and checkpoint it. If it failed, every cycle still in
+        flight is published again, in order, until the broker acks it (duplicates, never gaps)."""
+        flight = tracked.in_flight[0]
+        if not flight.settled:
+            try:
+                if flight.acks is None:
+                    raise PublishError("batches could not be queued")
+                await self.host.producer.settle(flight.acks)
+                self.host.broker_state(True)
+            except PublishError as exc:
+                self._report_publish_failure(flight.outbox, exc, retry_in_s=0)
+                for waiting in tracked.in_flight:
+                    if waiting.acks:
+                        await asyncio.gather(*waiting.acks, return_exceptions=True)
+                for waiting in tracked.in_flight:
+                    await self._publish(waiting.outbox)
+                    waiting.settled = True
+        tracked.in_flight.popleft()
+        await self._commit(tracked, flight.cursor, flight.lines, flight.newest_block_time)
 
     async def _wait_for_partition_counts(self) -> None:
         """Learn the partition counts before reading, so nothing read can fail to be routed."""
@@ -298,38 +353,46 @@ class TableTailer:
                 await self.host.producer.recover()
 
     def _prepare(self, tracked: TrackedFile, items: list[Line | OversizeLine], outbox: Outbox, totals: CycleTotals) -> None:
-        """Turn lines into records (data or DLQ), assigning line ids in file order."""
-        table = self.spec.dir_name
+        """Turn lines into records (data or DLQ), assigning line ids in file order. The hot loop."""
         topic = self.settings.topic_for(self.spec)
-        count = self._counts[0]
+        by_partition: list[list[Record]] = [[] for _ in range(self._counts[0])]
+        route = self._route
+        inspect = self._inspect
+        assign = tracked.sequencer.assign
+        table = self._table_bytes
         source = tracked.cursor.path.encode()
-        sequencer = tracked.sequencer
-        spec = self.spec
         for item in items:
-            if type(item) is Line:
-                info = inspect_line(spec, item.data)
-                if type(info) is LineInfo:
-                    block = info.block_number
-                    seq = sequencer.assign(block, info.n_events)
-                    key = info.coin.encode()
-                    headers = [
-                        ("line_id", f"{table}|{block}|{seq}".encode()),
-                        ("source", source),
-                        ("offset", str(item.offset).encode()),
-                    ]
-                    outbox.add(topic, partition_for(key, count), (key, item.data, headers))
-                    if totals.first_block is None:
-                        totals.first_block = block
-                    totals.last_block = block
-                    totals.newest_block_time = info.block_time
-                    totals.lines += 1
-                else:
-                    self._dead_letter(outbox, totals, source, item.offset, info.reason, item.data)
-            else:
+            if type(item) is not Line:
                 ref = orjson.dumps(
                     {"source": tracked.cursor.path, "offset": item.offset, "length": item.length, "sha256": item.sha256}
                 )
                 self._dead_letter(outbox, totals, source, item.offset, "oversize", ref)
+                continue
+            info = inspect(item.data)
+            if type(info) is not LineInfo:
+                self._dead_letter(outbox, totals, source, item.offset, info.reason, item.data)
+                continue
+            block = info.block_number
+            key, partition = route.get(info.coin) or self._new_route(info.coin)
+            headers = [
+                ("line_id", b"%s|%d|%d" % (table, block, assign(block, info.n_events))),
+                ("source", source),
+                ("offset", b"%d" % item.offset),
+            ]
+            by_partition[partition].append((key, item.data, headers))
+            if totals.first_block is None:
+                totals.first_block = block
+            totals.last_block = block
+            totals.newest_block_time = info.block_time
+            totals.lines += 1
+        for partition, records in enumerate(by_partition):
+            outbox.extend(topic, partition, records)
+
+    def _new_route(self, coin: str) -> tuple[bytes, int]:
+        """Key bytes and murmur2 partition of a coin, cached (a table has a few hundred coins)."""
+        key = coin.encode()
+        route = self._route[coin] = (key, partition_for(key, self._counts[0]))
+        return route
 
     def _dead_letter(self, outbox: Outbox, totals: CycleTotals, source: bytes, offset: int, reason: str, value: bytes) -> None:
         topic = self.settings.topic_dlq
@@ -353,12 +416,7 @@ class TableTailer:
             try:
                 await self.host.producer.publish(outbox)
             except PublishError as exc:
-                self.host.broker_state(False)
-                self.host.metrics.producer_error("publish")
-                self.host.log.limited(
-                    logging.WARNING, "publish_failed", self.spec.dir_name, 10.0,
-                    table=self.spec.dir_name, records=outbox.count, error=str(exc), retry_in_s=delay,
-                )
+                self._report_publish_failure(outbox, exc, retry_in_s=delay)
                 if self.host.stopping:
                     raise Abandoned() from exc
                 await asyncio.sleep(delay)
@@ -369,23 +427,36 @@ class TableTailer:
             self.host.broker_state(True)
             return
 
-    def _commit(self, tracked: TrackedFile, totals: CycleTotals, offset: int) -> None:
-        """Fold an acked cycle into the cursor."""
-        cursor = tracked.cursor
+    def _report_publish_failure(self, outbox: Outbox, exc: PublishError, *, retry_in_s: float) -> None:
+        self.host.broker_state(False)
+        self.host.metrics.producer_error("publish")
+        self.host.log.limited(
+            logging.WARNING, "publish_failed", self.spec.dir_name, 10.0,
+            table=self.spec.dir_name, records=outbox.count, error=str(exc), retry_in_s=retry_in_s,
+        )
+
+    def _advanced(self, tracked: TrackedFile, totals: CycleTotals) -> FileCursor:
+        """The running cursor moved past the lines just prepared (what to persist once they are acked)."""
+        running = tracked.running
         block, next_seq = tracked.sequencer.state
-        tracked.cursor = cursor.with_changes(
-            byte_offset=offset,
+        return running.with_changes(
+            byte_offset=tracked.splitter.offset,
             last_line_complete=tracked.splitter.held_bytes == 0,
             seq_block=block,
             seq_next=next_seq,
-            lines=cursor.lines + totals.lines,
-            dlq_lines=cursor.dlq_lines + totals.dlq_lines,
-            first_block=cursor.first_block if cursor.first_block is not None else totals.first_block,
-            last_block=totals.last_block if totals.last_block is not None else cursor.last_block,
+            lines=running.lines + totals.lines,
+            dlq_lines=running.dlq_lines + totals.dlq_lines,
+            first_block=running.first_block if running.first_block is not None else totals.first_block,
+            last_block=totals.last_block if totals.last_block is not None else running.last_block,
             size=tracked.last_size,
         )
-        if totals.lines:
-            self.host.metrics.lines_published(self.spec.dir_name, totals.lines, totals.newest_block_time)
+
+    async def _commit(self, tracked: TrackedFile, cursor: FileCursor, lines: int, newest_block_time: str | None) -> None:
+        """Persist ``cursor``: everything it covers is acked."""
+        tracked.cursor = cursor.with_changes(head=tracked.head)
+        if lines:
+            self.host.metrics.lines_published(self.spec.dir_name, lines, newest_block_time)
+        await self.host.checkpoint(tracked.cursor)
 
     async def _finalize(self, tracked: TrackedFile, size: int) -> None:
         """Flush the unterminated tail to the DLQ, complete the digest, hand the file to the sealers."""
@@ -400,15 +471,13 @@ class TableTailer:
             await self._wait_for_partition_counts()
             self._dead_letter(outbox, totals, source, partial.offset, "unterminated", value)
             await self._publish(outbox)
-        self._commit(tracked, totals, tracked.splitter.offset)
         await asyncio.to_thread(tracked.digest.catch_up, tracked.path, size)
-        tracked.cursor = tracked.cursor.with_changes(
+        tracked.running = self._advanced(tracked, totals).with_changes(
             stage=CursorStage.FINALIZED, size=size, finalized_at=iso_utc(time.time()), sha256=tracked.digest.hexdigest()
         )
-        cursor = tracked.cursor
-        manifest = manifest_from_cursor(cursor, self.settings.node_id)
-        await self.host.rotate(manifest)
-        await self.host.checkpoint(cursor)
+        cursor = tracked.running.with_changes(head=tracked.head)
+        await self.host.rotate(manifest_from_cursor(cursor, self.settings.node_id))
+        await self._commit(tracked, cursor, 0, None)
         self._carry = BlockSequencer(*tracked.sequencer.state)
         self.host.metrics.set_tail_lag(self.spec.dir_name, cursor.path, 0)
         self.host.log.info("file_finalized", path=cursor.path, size=size, lines=cursor.lines, dlq_lines=cursor.dlq_lines)

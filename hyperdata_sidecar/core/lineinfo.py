@@ -8,8 +8,9 @@ Rejected lines go to the DLQ with the reason; :func:`inspect_line` never raises 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
+import msgspec
 import orjson
 
 from hyperdata_sidecar.core.tables import CoinLocation, TableSpec
@@ -58,12 +59,89 @@ _COIN_PATH_TEXT = {
 def inspect_line(spec: TableSpec, line: bytes) -> LineInfo | Rejection:
     """The line's key facts, or the reason it goes to the DLQ. Never raises.
 
+    Good lines take a fast path (:func:`_inspect_fast`); whatever it does not accept is decided by
+    :func:`_inspect_full`, so the result is always the full inspection's.
+
     - ``blank``: empty or only ASCII whitespace.
     - ``malformed``: not one JSON object (invalid JSON or UTF-8, trailing content, too deep, not an object).
     - ``no_block``: ``block_number`` missing or not an integer (booleans and floats are not).
     - ``no_coin``: ``events`` missing, not an array or empty, or its first event has no non-empty
       string coin where ``spec.coin_location`` says it is.
     """
+    return inspector_for(spec)(line)
+
+
+# ---------------------------------------------------------------------------- fast path
+# msgspec validates the whole document but builds objects only for the fields declared here (the
+# rest is checked and skipped), about 7x faster than a full orjson.loads of a 600-byte line. It
+# does not check UTF-8 inside the strings it skips, so non-ASCII lines are decoded first.
+
+
+class _Envelope(msgspec.Struct):
+    block_number: int
+    events: list[msgspec.Raw]
+    block_time: str | None = None
+
+
+class _Coin(msgspec.Struct):
+    coin: str
+
+
+class _Order(msgspec.Struct):
+    order: _Coin
+
+
+_MAX_BLOCK = 2**63  # beyond 64 bits orjson reads a float: leave those to the full inspection
+_FIRST_EVENT: dict[CoinLocation, tuple[msgspec.json.Decoder, Callable[[Any], str]]] = {
+    CoinLocation.EVENT: (msgspec.json.Decoder(_Coin), lambda event: event.coin),
+    CoinLocation.ORDER: (msgspec.json.Decoder(_Order), lambda event: event.order.coin),
+    CoinLocation.FILL_TUPLE: (msgspec.json.Decoder(tuple[msgspec.Raw, _Coin]), lambda event: event[1].coin),
+}
+
+
+def _fast_inspector(location: CoinLocation) -> Callable[[bytes], LineInfo | None]:
+    """For one table layout: a good line's facts, or None when the full inspection must decide."""
+    decode_envelope = msgspec.json.Decoder(_Envelope).decode
+    first_decoder, coin_of = _FIRST_EVENT[location]
+    decode_first = first_decoder.decode
+
+    def inspect_fast(line: bytes) -> LineInfo | None:
+        if not line.isascii():
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        try:
+            envelope = decode_envelope(line)
+            events = envelope.events
+            if not events or not 0 <= envelope.block_number < _MAX_BLOCK:
+                return None
+            coin = coin_of(decode_first(events[0]))
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        if not coin:
+            return None
+        return LineInfo(coin, envelope.block_number, len(events), envelope.block_time)
+
+    return inspect_fast
+
+
+def inspector_for(spec: TableSpec) -> Callable[[bytes], LineInfo | Rejection]:
+    """:func:`inspect_line` bound to one table, for the hot path (built once per tailer)."""
+    fast = _fast_inspector(spec.coin_location)
+
+    def inspect(line: bytes) -> LineInfo | Rejection:
+        info = fast(line)
+        return info if info is not None else _inspect_full(spec, line)
+
+    return inspect
+
+
+# ---------------------------------------------------------------------------- full inspection
+
+
+def _inspect_full(spec: TableSpec, line: bytes) -> LineInfo | Rejection:
+    """Parse the whole line with orjson and name exactly what is wrong with it."""
     if not line or line.isspace():
         return Rejection("blank", f"{len(line)} bytes, all whitespace" if line else "empty line")
     try:

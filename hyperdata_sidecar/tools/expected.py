@@ -113,12 +113,20 @@ def read_tree(watch_dir: Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Itera
 
 
 class _BlockNumbering:
-    """seq_in_block over one table's stream of good lines."""
+    """seq_in_block over one table's stream of good lines (and the table's keys, shared: a few
+    hundred coins make millions of keys)."""
 
     def __init__(self, table: str) -> None:
         self.table = table
         self.block: int | None = None
         self.next_seq = 0
+        self.keys: dict[str, bytes] = {}
+
+    def key(self, coin: str) -> bytes:
+        key = self.keys.get(coin)
+        if key is None:
+            key = self.keys[coin] = coin.encode()
+        return key
 
     def line_id(self, block: int, n_events: int) -> bytes:
         if block != self.block:
@@ -157,15 +165,24 @@ def _take_line(
         expected.dlq.append(_dlq_entry(expected.relpath, offset, line, frozenset({verdict}), max_line_bytes))
         return
     coin, block, n_events = verdict
-    expected.lines.append(ExpectedLine(offset, coin.encode(), numbering.line_id(block, n_events), value_digest(line)))
+    expected.lines.append(
+        ExpectedLine(offset, numbering.key(coin), numbering.line_id(block, n_events), value_digest(line))
+    )
     if expected.first_block is None:
         expected.first_block = block
     expected.last_block = block
 
 
-def _dlq_entry(source: str, offset: int, line: bytes, reasons: frozenset[str], max_line_bytes: int) -> ExpectedDlq:
+def _dlq_entry(
+    source: str, offset: int, line: bytes, reasons: frozenset[str], max_line_bytes: int
+) -> ExpectedDlq:
     if len(line) > max_line_bytes:
-        ref = {"source": source, "offset": offset, "length": len(line), "sha256": hashlib.sha256(line).hexdigest()}
+        ref = {
+            "source": source,
+            "offset": offset,
+            "length": len(line),
+            "sha256": hashlib.sha256(line).hexdigest(),
+        }
         return ExpectedDlq(offset, reasons, None, ref)
     return ExpectedDlq(offset, reasons, value_digest(line), None)
 

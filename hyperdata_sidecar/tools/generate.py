@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from hyperdata_sidecar.core.hourfile import HourFile
-from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES, EventPool, build_pool
+from hyperdata_sidecar.tools.shapes import (
+    BOOK_DIFFS,
+    FILLS,
+    ORDER_STATUSES,
+    EventPool,
+    build_pool,
+)
 
 PRODUCTION_LINES_PER_S: dict[str, float] = {
     ORDER_STATUSES: 23_500.0,
@@ -200,7 +206,7 @@ def _per_table(value: Mapping[str, int] | int, spread: Any, name: str) -> dict[s
 
 
 def _epoch_hour(start: datetime.datetime) -> int:
-    moment = start if start.tzinfo is None else start.astimezone(datetime.timezone.utc)
+    moment = start if start.tzinfo is None else start.astimezone(datetime.UTC)
     return calendar.timegm(moment.replace(minute=0, second=0, microsecond=0).timetuple())
 
 
@@ -339,4 +345,8 @@ class _TableStream:
             coinless = re.sub(rb'"coin":"[^"]*",', b"", events, count=1)
             return envelope + b',"block_number":%d,"events":[%s]}\n' % (self.block, coinless)
         padding = b"0" * OVERSIZE_BYTES
-        return envelope + b',"block_number":%d,"events":[%s],"padding":"%s"}\n' % (self.block, events, padding)
+        return envelope + b',"block_number":%d,"events":[%s],"padding":"%s"}\n' % (
+            self.block,
+            events,
+            padding,
+        )

@@ -92,8 +92,9 @@ def reconcile(
     report = VerifyReport(allowed_duplicates=allowed_duplicates, backups_checked=backups is not None)
     for spec in TABLES:
         report.table(spec.dir_name)
-    _check_order(report, observed)
-    data = _index_by_line(observed.data)
+    in_order = sorted(observed.data, key=lambda r: (r.topic, r.partition, r.offset))
+    data = _index_by_line(in_order)
+    _check_order(report, observed, in_order, data)
     dlq = _index_by_line(observed.dlq)
     seals = _index_seals(report, observed.seals, node)
     for record in observed.data:
@@ -123,7 +124,11 @@ def reconcile(
 
 
 def _check_line(
-    report: VerifyReport, observed: Observed, expected: ExpectedFile, line: ExpectedLine, copies: list[DataRecord]
+    report: VerifyReport,
+    observed: Observed,
+    expected: ExpectedFile,
+    line: ExpectedLine,
+    copies: list[DataRecord],
 ) -> None:
     where = (expected.table, expected.relpath, line.offset)
     if not copies:
@@ -156,32 +161,40 @@ def _line_differences(
         if record.partition != want:
             out.append(("wrong_partition", f"partition {record.partition}, expected {want} of {partitions}"))
     if record.digest != line.digest:
-        out.append(("wrong_value", f"value differs from the line (message {record.partition}:{record.offset})"))
+        out.append(
+            ("wrong_value", f"value differs from the line (message {record.partition}:{record.offset})")
+        )
     if record.line_id != line.line_id:
         out.append(("wrong_line_id", f"line_id {record.line_id!r}, expected {line.line_id!r}"))
     return out
 
 
-def _check_order(report: VerifyReport, observed: Observed) -> None:
+def _check_order(
+    report: VerifyReport,
+    observed: Observed,
+    in_order: list[DataRecord],
+    copies: dict[tuple[str | None, int | None], list[DataRecord]],
+) -> None:
     """Within a partition, the first copy of each line of a coin must come in (file, offset) order.
 
-    Later copies are re-publications (at-least-once) and are counted as duplicates, not here.
+    ``in_order`` holds the records by (topic, partition, offset); ``copies`` indexes them by line,
+    in that order. Later copies are re-publications (at-least-once) and are counted as duplicates,
+    not here.
     """
-    in_order = sorted(observed.data, key=lambda r: (r.topic, r.partition, r.offset))
-    first_copy: dict[tuple[str, int], DataRecord] = {}
-    for record in in_order:
-        if record.source is not None and record.line_offset is not None:
-            first_copy.setdefault((record.source, record.line_offset), record)
+    file_order: dict[str, tuple[int, int] | None] = {}  # a few sources, millions of records
     last: dict[tuple[str, int, bytes | None], tuple[tuple[int, int], int, str]] = {}
     for record in in_order:
         if record.source is None or record.line_offset is None:
             continue
-        if first_copy[(record.source, record.line_offset)] is not record:
+        if copies[record.source, record.line_offset][0] is not record:
             continue
-        hour_file = HourFile.parse(record.source)
-        if hour_file is None:
+        if record.source not in file_order:
+            hour_file = HourFile.parse(record.source)
+            file_order[record.source] = hour_file.sort_key if hour_file is not None else None
+        sort_key = file_order[record.source]
+        if sort_key is None:
             continue
-        position = (hour_file.sort_key, record.line_offset, record.source)
+        position = (sort_key, record.line_offset, record.source)
         slot = (record.topic, record.partition, record.key)
         previous = last.get(slot)
         if previous is not None and position < previous:
@@ -199,7 +212,9 @@ def _check_order(report: VerifyReport, observed: Observed) -> None:
 # ---- DLQ ----------------------------------------------------------------------
 
 
-def _check_dlq(report: VerifyReport, expected: ExpectedFile, entry: ExpectedDlq, copies: list[DlqRecord]) -> None:
+def _check_dlq(
+    report: VerifyReport, expected: ExpectedFile, entry: ExpectedDlq, copies: list[DlqRecord]
+) -> None:
     where = (expected.table, expected.relpath, entry.offset)
     reasons = "/".join(sorted(entry.reasons))
     if not copies:
@@ -261,7 +276,11 @@ def _check_seals(
     where = (expected.table, expected.relpath, None)
     if not expected.finalized:
         for record, _ in seals:
-            report.add("seal_unexpected", *where, f"the newest file of its table is sealed ({record.partition}:{record.offset})")
+            report.add(
+                "seal_unexpected",
+                *where,
+                f"the newest file of its table is sealed ({record.partition}:{record.offset})",
+            )
         return
     if not seals:
         report.add("seal_missing", *where, "no seal")
@@ -289,7 +308,11 @@ def _seal_differences(expected: ExpectedFile, value: dict[str, Any] | None) -> l
         "lines": len(expected.lines),
         "dlq_lines": len(expected.dlq),
     }
-    out = [f"{name} {value.get(name)!r}, expected {wanted!r}" for name, wanted in want.items() if value.get(name) != wanted]
+    out = [
+        f"{name} {value.get(name)!r}, expected {wanted!r}"
+        for name, wanted in want.items()
+        if value.get(name) != wanted
+    ]
     for name in ("finalized_at", "node"):
         if not isinstance(value.get(name), str):
             out.append(f"{name} missing or not a string")
@@ -334,15 +357,31 @@ def _report_leftovers(
 
     for (source, line_offset), records in data.items():
         table = observed.topic_tables.get(records[0].topic, _UNKNOWN_TABLE)
-        detail = "missing source/offset header" if source is None or line_offset is None else "no good line there"
+        detail = (
+            "missing source/offset header" if source is None or line_offset is None else "no good line there"
+        )
         report.add(kind_for(source, "unexpected"), table, source, line_offset, detail, count=len(records))
     for (source, line_offset), dlq_records in dlq.items():
         detail = f"reason {dlq_records[0].reason!r}, no bad line there"
-        report.add(kind_for(source, "dlq_unexpected"), _dlq_table(dlq_records[0]), source, line_offset, detail, count=len(dlq_records))
+        report.add(
+            kind_for(source, "dlq_unexpected"),
+            _dlq_table(dlq_records[0]),
+            source,
+            line_offset,
+            detail,
+            count=len(dlq_records),
+        )
     for relpath, found in seals.items():
         hour_file = HourFile.parse(relpath)
         table = hour_file.table if hour_file is not None else _UNKNOWN_TABLE
-        report.add(kind_for(relpath, "seal_unexpected"), table, relpath, None, "seal for a file not in the tree", count=len(found))
+        report.add(
+            kind_for(relpath, "seal_unexpected"),
+            table,
+            relpath,
+            None,
+            "seal for a file not in the tree",
+            count=len(found),
+        )
 
 
 def _json_object(value: bytes) -> dict[str, Any] | None:

@@ -167,7 +167,9 @@ def rewrite_local_time(lines: bytes, now: bytes) -> bytes:
 class _ChunkSource:
     """One corpus file as a sequence of ragged chunks, rewritten at the moment they are taken."""
 
-    def __init__(self, source: BinaryIO, size: int, rng: random.Random, chunk_bytes: int, rewrite: bool) -> None:
+    def __init__(
+        self, source: BinaryIO, size: int, rng: random.Random, chunk_bytes: int, rewrite: bool
+    ) -> None:
         self.source = source
         self.size = size
         self.rng = rng
@@ -234,7 +236,9 @@ async def replay(
     for table_files in files.values():
         for hour_file in table_files:
             if (target / hour_file.relpath).exists():
-                raise ReplayError(f"target file {target / hour_file.relpath} already exists; replay into an empty tree")
+                raise ReplayError(
+                    f"target file {target / hour_file.relpath} already exists; replay into an empty tree"
+                )
     summary = ReplaySummary()
     jobs = []
     for index, (table, table_files) in enumerate(files.items()):
@@ -248,7 +252,11 @@ async def replay(
         summary.tables[table] = stats
         pace = Pace.choose(table, speed, lines_per_s)
         rng = random.Random(f"{seed}:{index}")
-        jobs.append(_replay_table(corpus, target, table_files, pace, rng, chunk_bytes, cadence_s, rewrite_local_time, stats))
+        jobs.append(
+            _replay_table(
+                corpus, target, table_files, pace, rng, chunk_bytes, cadence_s, rewrite_local_time, stats
+            )
+        )
     show = progress if progress is not None else _is_interactive()
     began = time.monotonic()
     reporter = asyncio.ensure_future(_report(summary, began, progress_stream or sys.stderr)) if show else None
@@ -283,6 +291,8 @@ async def _replay_table(
         size = source_path.stat().st_size
         rate = pace.rate_for(size)
         # "xb" creates the file at rotation time and refuses to clobber one that appeared meanwhile.
+        # Plain blocking I/O on purpose: each write is one chunk to a local file, and a write per
+        # chunk (unbuffered) is exactly the growth pattern the tailer must see.
         with open(source_path, "rb") as source, open(target_path, "xb", buffering=0) as sink:
             chunks = _ChunkSource(source, size, rng, chunk_bytes, rewrite)
             while True:

@@ -47,7 +47,13 @@ class Problem:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "table": self.table, "source": self.source, "offset": self.offset, "detail": self.detail}
+        return {
+            "kind": self.kind,
+            "table": self.table,
+            "source": self.source,
+            "offset": self.offset,
+            "detail": self.detail,
+        }
 
 
 @dataclass
@@ -105,7 +111,9 @@ class VerifyReport:
             self.tables[name] = TableReport(name)
         return self.tables[name]
 
-    def add(self, kind: str, table: str, source: str | None, offset: int | None, detail: str, count: int = 1) -> None:
+    def add(
+        self, kind: str, table: str, source: str | None, offset: int | None, detail: str, count: int = 1
+    ) -> None:
         """Count ``count`` problems of ``kind`` in ``table``, keeping the first few as examples."""
         if kind not in FAILING_KINDS and kind not in TOLERATED_KINDS:
             raise ValueError(f"unknown problem kind {kind!r}")
@@ -142,7 +150,20 @@ class VerifyReport:
 
     def summary(self) -> str:
         """A human-readable table per table, examples of each problem, and the verdict line."""
-        header = ("table", "files", "final", "lines", "kafka", "lost", "dup", "wrong", "order", "dlq ok", "seals ok", "backups ok")
+        header = (
+            "table",
+            "files",
+            "final",
+            "lines",
+            "kafka",
+            "lost",
+            "dup",
+            "wrong",
+            "order",
+            "dlq ok",
+            "seals ok",
+            "backups ok",
+        )
         rows = [header]
         for t in self.tables.values():
             rows.append(
@@ -162,7 +183,12 @@ class VerifyReport:
                 )
             )
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        out = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
+        out = [
+            "  ".join(
+                cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
+            )
+            for row in rows
+        ]
         kinds = {**FAILING_KINDS, **TOLERATED_KINDS}
         for kind, meaning in kinds.items():
             total = self.count(kind)

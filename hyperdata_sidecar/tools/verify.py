@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,14 +25,27 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from hyperdata_sidecar.core.tables import TABLES
-from hyperdata_sidecar.tools.expected import MAX_LINE_BYTES, ExpectedFile, read_tree, value_digest
-from hyperdata_sidecar.tools.reconcile import DataRecord, DlqRecord, Observed, SealRecord, parse_reference, reconcile
+from hyperdata_sidecar.tools.expected import (
+    MAX_LINE_BYTES,
+    ExpectedFile,
+    read_tree,
+    value_digest,
+)
+from hyperdata_sidecar.tools.reconcile import (
+    DataRecord,
+    DlqRecord,
+    Observed,
+    SealRecord,
+    parse_reference,
+    reconcile,
+)
 from hyperdata_sidecar.tools.report import VerifyReport
 
 DLQ = "dlq"
 SEALS = "seals"
 _POLL_S = 0.5
-_FETCH_BYTES = 16 * 1024 * 1024
+_FETCH_BYTES = 9 * 1024 * 1024  # above the largest record: an 8 MiB line plus framing
+_BATCH_RECORDS = 10_000
 
 
 def default_topics(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -71,9 +85,13 @@ async def verify(
     ``timeout_s`` for the topics to hold at least what the tree owes, with end offsets still for
     ``settle_s`` (and for the backups to exist, if ``backup_dir`` is given), then reads them to
     the end offsets of that moment. ``client_kwargs`` go to the aiokafka clients (security).
-    Raises aiokafka's KafkaError if the broker cannot be reached.
+    Raises ValueError if ``topics`` lacks a role, aiokafka's KafkaError if the broker cannot be
+    reached.
     """
     topics = dict(default_topics() if topics is None else topics)
+    missing_roles = ({spec.dir_name for spec in TABLES} | {DLQ, SEALS}) - set(topics)
+    if missing_roles:
+        raise ValueError(f"topics has no name for {sorted(missing_roles)}")
     files = await asyncio.to_thread(lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes)))
     owed = _owed(files, topics, backup_dir)
     kwargs = dict(client_kwargs or {})
@@ -84,7 +102,7 @@ async def verify(
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         max_partition_fetch_bytes=_FETCH_BYTES,
-        fetch_max_bytes=4 * _FETCH_BYTES,
+        fetch_max_bytes=2 * _FETCH_BYTES,
         client_id="hyperdata-verify",
         **kwargs,
     )
@@ -100,11 +118,13 @@ async def verify(
         await admin.close()
     backups = await asyncio.to_thread(_backup_digests, files, backup_dir) if backup_dir is not None else None
     report = reconcile(files, observed, node=node, backups=backups, allowed_duplicates=allowed_duplicates)
-    report.notes.extend(f"topic {name} does not exist" for name in sorted(set(topics.values()) - set(partitions)))
+    report.notes.extend(
+        f"topic {name} does not exist" for name in sorted(set(topics.values()) - set(partitions))
+    )
     if not converged:
         report.notes.append(f"gave up waiting for the topics (and backups) to converge after {timeout_s:g}s")
     if not complete:
-        report.notes.append(f"could not read every topic to its end offset within {timeout_s:g}s")
+        report.notes.append(f"stopped reading: no record arrived for {timeout_s:g}s before the end offsets")
     return report
 
 
@@ -174,67 +194,84 @@ async def _await_convergence(
 async def _consume(
     consumer: AIOKafkaConsumer, partitions: dict[str, int], topics: Mapping[str, str], timeout_s: float
 ) -> tuple[Observed, bool]:
-    """Every record from the beginning to the end offsets of now; (records, read to the end)."""
-    topic_tables = {topics[spec.dir_name]: spec.dir_name for spec in TABLES}
-    observed = Observed(
-        topic_tables=topic_tables,
-        partitions={t: n for t, n in partitions.items() if t in topic_tables},
-    )
+    """Every record from the beginning to the end offsets of now; (records, read to the end).
+
+    Gives up only when no record arrived for ``timeout_s`` (reading millions takes minutes).
+    """
+    collector = _Collector(topics, partitions)
     tps = _partitions_of(partitions)
     if not tps:
-        return observed, True
+        return collector.observed, True
     consumer.assign(tps)
     ends = await consumer.end_offsets(tps)
     await consumer.seek_to_beginning(*tps)
     remaining = set(tps)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
+    progress_at = loop.time()
     while True:
         for tp in list(remaining):
             if await consumer.position(tp) >= ends[tp]:
                 remaining.discard(tp)
-        if not remaining or loop.time() >= deadline:
-            return observed, not remaining
-        batches = await consumer.getmany(*remaining, timeout_ms=1000)
+        if not remaining or loop.time() - progress_at >= timeout_s:
+            return collector.observed, not remaining
+        batches = await consumer.getmany(*remaining, timeout_ms=1000, max_records=_BATCH_RECORDS)
+        if batches:
+            progress_at = loop.time()
         for tp, messages in batches.items():
             for message in messages:
                 if message.offset < ends[tp]:
-                    _keep(observed, topics, topic_tables, message)
+                    collector.keep(message)
 
 
-def _keep(observed: Observed, topics: Mapping[str, str], topic_tables: dict[str, str], message: Any) -> None:
-    headers = dict(message.headers or ())
-    value = message.value if message.value is not None else b""
-    source = _text(headers.get("source"))
-    offset = _int(headers.get("offset"))
-    if message.topic in topic_tables:
-        observed.data.append(
-            DataRecord(
-                message.topic,
-                message.partition,
-                message.offset,
-                message.key,
-                source,
-                offset,
-                headers.get("line_id"),
-                value_digest(value),
-            )
+class _Collector:
+    """Turns consumed messages into the compact records ``reconcile`` compares."""
+
+    def __init__(self, topics: Mapping[str, str], partitions: dict[str, int]) -> None:
+        self.dlq_topic = topics[DLQ]
+        self.seal_topic = topics[SEALS]
+        topic_tables = {topics[spec.dir_name]: spec.dir_name for spec in TABLES}
+        self.observed = Observed(
+            topic_tables=topic_tables,
+            partitions={t: n for t, n in partitions.items() if t in topic_tables},
         )
-    elif message.topic == topics[DLQ]:
-        observed.dlq.append(
-            DlqRecord(
-                message.partition,
-                message.offset,
-                message.key,
-                source,
-                offset,
-                _text(headers.get("reason")),
-                value_digest(value),
-                parse_reference(value),
+        # Shared copies: a handful of distinct sources and a few hundred keys over millions of records.
+        self.keys: dict[bytes, bytes] = {}
+
+    def keep(self, message: Any) -> None:
+        headers = dict(message.headers or ())
+        value = message.value if message.value is not None else b""
+        source = _text(headers.get("source"))
+        source = sys.intern(source) if source is not None else None
+        offset = _int(headers.get("offset"))
+        if message.topic in self.observed.topic_tables:
+            key = self.keys.setdefault(message.key, message.key) if message.key is not None else None
+            self.observed.data.append(
+                DataRecord(
+                    message.topic,
+                    message.partition,
+                    message.offset,
+                    key,
+                    source,
+                    offset,
+                    headers.get("line_id"),
+                    value_digest(value),
+                )
             )
-        )
-    elif message.topic == topics[SEALS]:
-        observed.seals.append(SealRecord(message.partition, message.offset, message.key, value))
+        elif message.topic == self.dlq_topic:
+            self.observed.dlq.append(
+                DlqRecord(
+                    message.partition,
+                    message.offset,
+                    message.key,
+                    source,
+                    offset,
+                    _text(headers.get("reason")),
+                    value_digest(value),
+                    parse_reference(value),
+                )
+            )
+        elif message.topic == self.seal_topic:
+            self.observed.seals.append(SealRecord(message.partition, message.offset, message.key, value))
 
 
 def _text(raw: bytes | None) -> str | None:

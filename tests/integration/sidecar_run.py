@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperdata_sidecar.tools.generate import generate_corpus
-from hyperdata_sidecar.tools.replay import replay
+from hyperdata_sidecar.tools.replay import ReplaySummary, replay
 from hyperdata_sidecar.tools.report import VerifyReport
 from hyperdata_sidecar.tools.verify import default_topics, verify
 from worker_process import SIDECAR_APP, WorkerProcess, sidecar_env
@@ -61,9 +61,9 @@ def write_corpus(target: Path, *, hours: int = 3, lines: int = 3000, seed: int =
     generate_corpus(target, hours=hours, lines_per_hour=lines, seed=seed, start=DAY_BOUNDARY, bad_every=bad_every)
 
 
-async def replay_ragged(corpus: Path, target: Path, *, chunk_bytes: int = 8 * 1024, seed: int = 3) -> None:
+async def replay_ragged(corpus: Path, target: Path, *, chunk_bytes: int = 8 * 1024, seed: int = 3) -> ReplaySummary:
     """Append ``corpus`` into ``target`` in ragged chunks as fast as the tap goes (lines split across chunks)."""
-    await replay(corpus, target, chunk_bytes=chunk_bytes, cadence_s=0.02, speed=math.inf, progress=False, seed=seed)
+    return await replay(corpus, target, chunk_bytes=chunk_bytes, cadence_s=0.02, speed=math.inf, progress=False, seed=seed)
 
 
 def assert_clean(report: VerifyReport, *, allowed_duplicates: int = 0) -> None:

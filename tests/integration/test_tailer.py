@@ -17,13 +17,18 @@ async def test_ragged_appends_across_a_day_boundary_arrive_exactly_once(tmp_path
     worker = sidecar.start()
     try:
         sidecar.wait_for_events("startup")
-        await replay_ragged(corpus, sidecar.watch)
+        replayed = await replay_ragged(corpus, sidecar.watch)
         report = await sidecar.verify(backup_dir=sidecar.backups)
     finally:
         assert worker.stop() == 0
+    assert all(t.partial_chunks > 0 for t in replayed.tables.values())  # lines really were split
     assert_clean(report)
-    assert report.count("dlq_missing") == 0
-    assert len(sidecar.events("seal")) == 6  # hours 22 and 23 of three tables; hour 0 is newest
+    for table in report.tables.values():
+        # hours 22 and 23 of 20260610 are finalized, sealed and backed up; hour 0 of the next day is newest
+        assert (table.files, table.finalized, table.seals_ok, table.backups_ok) == (3, 2, 2, 2)
+        assert table.lines_ok == table.lines > 0 and table.dlq_ok == table.dlq_lines
+    assert sum(t.dlq_lines for t in report.tables.values()) > 0
+    assert len(sidecar.events("seal")) == 6
 
 
 async def test_sigkill_mid_catch_up_loses_nothing_and_duplicates_only_the_last_window(

@@ -20,7 +20,13 @@ from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
 from hyperdata_sidecar.tools.verify import DLQ, SEALS, verify
 from hyperdata_sidecar.topics import apply_contract, load_contract
 
-ROLES = {BOOK_DIFFS: "book_diffs", ORDER_STATUSES: "order_statuses", FILLS: "fills", DLQ: "dlq", SEALS: "seals"}
+ROLES = {
+    BOOK_DIFFS: "book_diffs",
+    ORDER_STATUSES: "order_statuses",
+    FILLS: "fills",
+    DLQ: "dlq",
+    SEALS: "seals",
+}
 
 
 def small_tree(root: Path) -> CorpusSummary:
@@ -74,7 +80,9 @@ def stream_for(root: Path, summary: CorpusSummary) -> list[tuple[str, bytes, byt
             for line in lines:
                 where = [("source", relpath.encode()), ("offset", str(position).encode())]
                 if (relpath, position) in bad:
-                    out.append((DLQ, table.encode(), line, where + [("reason", bad[relpath, position].encode())]))
+                    out.append(
+                        (DLQ, table.encode(), line, where + [("reason", bad[relpath, position].encode())])
+                    )
                     dlq += 1
                 else:
                     envelope = orjson.loads(line)
@@ -88,7 +96,11 @@ def stream_for(root: Path, summary: CorpusSummary) -> list[tuple[str, bytes, byt
                     blocks.append(block)
                 position += len(line) + 1
             if finalized and tail:
-                where = [("source", relpath.encode()), ("offset", str(position).encode()), ("reason", b"unterminated")]
+                where = [
+                    ("source", relpath.encode()),
+                    ("offset", str(position).encode()),
+                    ("reason", b"unterminated"),
+                ]
                 out.append((DLQ, table.encode(), tail, where))
                 dlq += 1
             if finalized:
@@ -142,12 +154,14 @@ async def test_a_complete_stream_verifies_with_one_correct_seal_per_finalized_fi
 
 
 @pytest.mark.timeout(120)
-async def test_a_stream_missing_one_line_fails_and_names_that_line(kafka_bootstrap, unique_topic_prefix, tmp_path):
+async def test_a_stream_missing_one_line_fails_and_names_that_line(
+    kafka_bootstrap, unique_topic_prefix, tmp_path
+):
     summary = small_tree(tmp_path)
     topics = await create_topics(kafka_bootstrap, unique_topic_prefix)
     stream = stream_for(tmp_path, summary)
     dropped = next(i for i, item in enumerate(stream) if item[0] == ORDER_STATUSES and i > 30)
-    role, key, value, headers = stream.pop(dropped)
+    *_, headers = stream.pop(dropped)
     await publish(kafka_bootstrap, topics, stream)
 
     report = await verify(tmp_path, kafka_bootstrap, topics=topics, timeout_s=2, settle_s=0.5)
@@ -155,4 +169,7 @@ async def test_a_stream_missing_one_line_fails_and_names_that_line(kafka_bootstr
     assert not report.ok
     assert report.count("lost") == 1 and report.failures == 1
     [lost] = [p for p in report.problems if p.kind == "lost"]
-    assert (lost.source, str(lost.offset).encode()) == (dict(headers)["source"].decode(), dict(headers)["offset"])
+    assert (lost.source, str(lost.offset).encode()) == (
+        dict(headers)["source"].decode(),
+        dict(headers)["offset"],
+    )

@@ -12,7 +12,11 @@ import pytest
 from click.testing import CliRunner
 from faust.cli.base import cli
 
-from hyperdata_sidecar.commands import install_commands, parse_speed, parse_table_numbers
+from hyperdata_sidecar.commands import (
+    install_commands,
+    parse_speed,
+    parse_table_numbers,
+)
 from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
 
 
@@ -45,10 +49,33 @@ def test_replay_help_names_its_environment_defaults(app):
 def test_generate_then_replay_reproduce_the_corpus_in_the_target(app, tmp_path):
     summary_path = tmp_path / "summary.json"
     generated = run(
-        app, "generate", "--out", str(tmp_path / "corpus"), "--hours", "2", "--lines-per-hour", "fills=5,book_diffs=20",
-        "--start", "20260610/23", "--bad-every", "7", "--summary-json", str(summary_path),
+        app,
+        "generate",
+        "--out",
+        str(tmp_path / "corpus"),
+        "--hours",
+        "2",
+        "--lines-per-hour",
+        "fills=5,book_diffs=20",
+        "--start",
+        "20260610/23",
+        "--bad-every",
+        "7",
+        "--summary-json",
+        str(summary_path),
     )
-    replayed = run(app, "replay", "--corpus", str(tmp_path / "corpus"), "--target", str(tmp_path / "watch"), "--speed", "max", "--chunk-bytes", "500")
+    replayed = run(
+        app,
+        "replay",
+        "--corpus",
+        str(tmp_path / "corpus"),
+        "--target",
+        str(tmp_path / "watch"),
+        "--speed",
+        "max",
+        "--chunk-bytes",
+        "500",
+    )
 
     assert generated.exit_code == 0, generated.output
     assert replayed.exit_code == 0, replayed.output
@@ -58,7 +85,9 @@ def test_generate_then_replay_reproduce_the_corpus_in_the_target(app, tmp_path):
     }
     assert len(summary["bad_lines"]) == 2 * 20 // 7 + 2 * 5 // 7
     for f in summary["files"]:
-        assert (tmp_path / "watch" / f["relpath"]).read_bytes() == (tmp_path / "corpus" / f["relpath"]).read_bytes()
+        assert (tmp_path / "watch" / f["relpath"]).read_bytes() == (
+            tmp_path / "corpus" / f["relpath"]
+        ).read_bytes()
     assert "MB/s" in generated.output and "MB/s" in replayed.output
 
 
@@ -76,7 +105,9 @@ def test_verify_without_a_reachable_broker_exits_2_with_one_line(app, tmp_path):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound, never listening: connections are refused
 
-        result = run(app, "verify", "--watch-dir", str(tmp_path), "--bootstrap", f"127.0.0.1:{port}", "--timeout", "1")
+        result = run(
+            app, "verify", "--watch-dir", str(tmp_path), "--bootstrap", f"127.0.0.1:{port}", "--timeout", "1"
+        )
 
     assert result.exit_code == 2
     assert result.output.startswith("verify: error:") and result.output.count("\n") == 1

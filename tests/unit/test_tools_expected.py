@@ -8,13 +8,28 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hyperdata_sidecar.tools.expected import classify, hour_files, read_tree, value_digest
+from hyperdata_sidecar.tools.expected import (
+    classify,
+    hour_files,
+    read_tree,
+    value_digest,
+)
 from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
 
 
 def book_line(block: int, *coins: str) -> bytes:
-    events = [{"user": "0x1", "oid": 1, "coin": c, "side": "B", "px": "1.0", "raw_book_diff": "remove"} for c in coins]
-    return orjson.dumps({"local_time": "2026-06-10T09:00:00.000000001", "block_time": "2026-06-10T08:59:59.9", "block_number": block, "events": events})
+    events = [
+        {"user": "0x1", "oid": 1, "coin": c, "side": "B", "px": "1.0", "raw_book_diff": "remove"}
+        for c in coins
+    ]
+    return orjson.dumps(
+        {
+            "local_time": "2026-06-10T09:00:00.000000001",
+            "block_time": "2026-06-10T08:59:59.9",
+            "block_number": block,
+            "events": events,
+        }
+    )
 
 
 def write(root: Path, relpath: str, data: bytes) -> Path:
@@ -30,7 +45,9 @@ def tree(tmp_path) -> Path:
     first = [book_line(100, "BTC"), book_line(100, "ETH", "SOL"), b"", book_line(101, "xyz:TSLA")]
     write(tmp_path, f"{BOOK_DIFFS}/hourly/20260610/9", b"\n".join(first) + b'\n{"local_time":"cut')
     second = [book_line(101, "BTC"), b"{not json", book_line(102, "BTC")]
-    write(tmp_path, f"{BOOK_DIFFS}/hourly/20260610/10", b"\n".join(second) + b'\n{"local_time":"still growing')
+    write(
+        tmp_path, f"{BOOK_DIFFS}/hourly/20260610/10", b"\n".join(second) + b'\n{"local_time":"still growing'
+    )
     return tmp_path
 
 
@@ -63,7 +80,11 @@ def test_offsets_are_those_of_each_lines_first_byte_and_values_are_the_line_byte
     starts = offsets(lines)
 
     assert [l.offset for l in first.lines] == [starts[0], starts[1], starts[3]]
-    assert [l.digest for l in first.lines] == [value_digest(lines[0]), value_digest(lines[1]), value_digest(lines[3])]
+    assert [l.digest for l in first.lines] == [
+        value_digest(lines[0]),
+        value_digest(lines[1]),
+        value_digest(lines[3]),
+    ]
 
 
 def test_bad_lines_and_the_unterminated_tail_of_a_finalized_file_are_owed_to_the_dlq(tree):
@@ -116,7 +137,12 @@ def test_hour_files_are_ordered_as_numbers_across_days(tmp_path):
     for name in ("20260611/0", "20260610/23", "20260610/9", "20260610/10"):
         write(tmp_path, f"{FILLS}/hourly/{name}", b"")
 
-    assert [f"{f.date}/{f.hour}" for f in hour_files(tmp_path, FILLS)] == ["20260610/9", "20260610/10", "20260610/23", "20260611/0"]
+    assert [f"{f.date}/{f.hour}" for f in hour_files(tmp_path, FILLS)] == [
+        "20260610/9",
+        "20260610/10",
+        "20260610/23",
+        "20260611/0",
+    ]
     assert [f.finalized for f in read_tree(tmp_path)] == [True, True, True, False]
 
 
@@ -133,7 +159,11 @@ def test_hour_files_are_ordered_as_numbers_across_days(tmp_path):
         (BOOK_DIFFS, b'{"block_number":1,"events":[{"coin":""}]}', "no_coin"),
         (BOOK_DIFFS, b'{"block_number":1,"events":[{"coin":"BTC"},{"coin":"ETH"}]}', ("BTC", 1, 2)),
         (ORDER_STATUSES, b'{"block_number":1,"events":[{"coin":"BTC"}]}', "no_coin"),
-        (ORDER_STATUSES, b'{"block_number":7,"events":[{"order":{"coin":"cash:HOOD"}}]}', ("cash:HOOD", 7, 1)),
+        (
+            ORDER_STATUSES,
+            b'{"block_number":7,"events":[{"order":{"coin":"cash:HOOD"}}]}',
+            ("cash:HOOD", 7, 1),
+        ),
         (FILLS, b'{"block_number":1,"events":[{"coin":"BTC"}]}', "no_coin"),
         (FILLS, b'{"block_number":9,"events":[["0xabc",{"coin":"@107"}]]}', ("@107", 9, 1)),
     ],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import itertools
 from collections import Counter
 from pathlib import Path
 
@@ -31,13 +32,13 @@ def lines_of(path: Path) -> list[dict]:
 
 
 def small(root: Path, **overrides):
-    args = dict(
-        hours=2,
-        lines_per_hour={BOOK_DIFFS: 300, ORDER_STATUSES: 400, FILLS: 30},
-        lines_per_block={BOOK_DIFFS: 40, ORDER_STATUSES: 50, FILLS: 3},
-        seed=7,
-        start=MIDNIGHT_EVE,
-    )
+    args = {
+        "hours": 2,
+        "lines_per_hour": {BOOK_DIFFS: 300, ORDER_STATUSES: 400, FILLS: 30},
+        "lines_per_block": {BOOK_DIFFS: 40, ORDER_STATUSES: 50, FILLS: 3},
+        "seed": 7,
+        "start": MIDNIGHT_EVE,
+    }
     args.update(overrides)
     return generate_corpus(root, **args)
 
@@ -60,7 +61,11 @@ def test_hour_files_are_named_unpadded_across_a_day_boundary(tmp_path):
     small(tmp_path, hours=4)
 
     for table in TABLES:
-        names = sorted(p.relative_to(tmp_path / table / "hourly").as_posix() for p in (tmp_path / table).rglob("*") if p.is_file())
+        names = sorted(
+            p.relative_to(tmp_path / table / "hourly").as_posix()
+            for p in (tmp_path / table).rglob("*")
+            if p.is_file()
+        )
         assert names == ["20260610/22", "20260610/23", "20260611/0", "20260611/1"]
 
 
@@ -79,9 +84,13 @@ def test_blocks_are_continuous_across_hours_and_each_has_one_block_time(tmp_path
     small(tmp_path, hours=3)
 
     for table in TABLES:
-        lines = [line for hour in ("20260610/22", "20260610/23", "20260611/0") for line in lines_of(tmp_path / table / "hourly" / hour)]
+        lines = [
+            line
+            for hour in ("20260610/22", "20260610/23", "20260611/0")
+            for line in lines_of(tmp_path / table / "hourly" / hour)
+        ]
         blocks = [line["block_number"] for line in lines]
-        assert all(b - a in (0, 1) for a, b in zip(blocks, blocks[1:]))
+        assert all(b - a in (0, 1) for a, b in itertools.pairwise(blocks))
         block_times = {}
         for line in lines:
             assert block_times.setdefault(line["block_number"], line["block_time"]) == line["block_time"]
@@ -143,7 +152,9 @@ def test_order_statuses_nest_an_order_and_sometimes_its_children(tmp_path):
             assert set(event) == {"time", "user", "status", "hash", "builder", "order"}
             assert event["time"] == line["block_time"]
             order = event["order"]
-            assert {"coin", "side", "limitPx", "sz", "oid", "timestamp", "children", "tif", "cloid"} <= set(order)
+            assert {"coin", "side", "limitPx", "sz", "oid", "timestamp", "children", "tif", "cloid"} <= set(
+                order
+            )
             assert (order["tif"] is None) == order["orderType"].endswith("Market")
             with_children += bool(order["children"])
     assert with_children > 0
@@ -152,14 +163,37 @@ def test_order_statuses_nest_an_order_and_sometimes_its_children(tmp_path):
 def test_fills_are_user_payload_tuples_with_sparse_optional_keys(tmp_path):
     small(tmp_path, hours=1, lines_per_hour={BOOK_DIFFS: 0, ORDER_STATUSES: 0, FILLS: 5_000})
 
-    required = {"coin", "px", "sz", "side", "time", "startPosition", "dir", "closedPnl", "hash", "oid", "crossed", "fee", "tid", "feeToken"}
+    required = {
+        "coin",
+        "px",
+        "sz",
+        "side",
+        "time",
+        "startPosition",
+        "dir",
+        "closedPnl",
+        "hash",
+        "oid",
+        "crossed",
+        "fee",
+        "tid",
+        "feeToken",
+    }
     optional = Counter()
     for line in lines_of(tmp_path / FILLS / "hourly/20260610/22"):
         for user, fill in line["events"]:
             assert user.startswith("0x") and len(user) == 42
             assert required <= set(fill)
             optional.update(set(fill) - required)
-    assert set(optional) <= {"cloid", "deployerFee", "builder", "builderFee", "twapId", "priorityGas", "liquidation"}
+    assert set(optional) <= {
+        "cloid",
+        "deployerFee",
+        "builder",
+        "builderFee",
+        "twapId",
+        "priorityGas",
+        "liquidation",
+    }
     assert 0.6 < optional["cloid"] / 5_000 < 0.85
     assert optional["priorityGas"] < optional["builder"] < optional["deployerFee"]
 
@@ -235,9 +269,15 @@ def test_injected_bad_lines_sit_where_the_summary_says_with_their_defect(tmp_pat
 
 
 def test_an_oversize_line_is_just_past_the_8_mib_limit(tmp_path):
-    summary = small(tmp_path, hours=1, lines_per_hour={BOOK_DIFFS: 10, ORDER_STATUSES: 0, FILLS: 0}, bad_every=5, bad_kinds=["oversize"])
+    summary = small(
+        tmp_path,
+        hours=1,
+        lines_per_hour={BOOK_DIFFS: 10, ORDER_STATUSES: 0, FILLS: 0},
+        bad_every=5,
+        bad_kinds=["oversize"],
+    )
 
-    [first, second] = summary.bad_lines
+    first, _ = summary.bad_lines
     data = (tmp_path / first.relpath).read_bytes()
     line = data[first.offset : data.index(b"\n", first.offset)]
     assert 8 * 1024 * 1024 < len(line) < 8 * 1024 * 1024 + OVERSIZE_BYTES

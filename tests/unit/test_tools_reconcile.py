@@ -12,7 +12,14 @@ import pytest
 
 from hyperdata_sidecar.core.partitioner import partition_for
 from hyperdata_sidecar.tools.expected import ExpectedFile, read_tree, value_digest
-from hyperdata_sidecar.tools.reconcile import DataRecord, DlqRecord, Observed, SealRecord, parse_reference, reconcile
+from hyperdata_sidecar.tools.reconcile import (
+    DataRecord,
+    DlqRecord,
+    Observed,
+    SealRecord,
+    parse_reference,
+    reconcile,
+)
 from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
 
 TOPICS = {BOOK_DIFFS: "book", ORDER_STATUSES: "orders", FILLS: "fills"}
@@ -23,7 +30,14 @@ NEWEST = f"{BOOK_DIFFS}/hourly/20260610/10"
 
 def book_line(block: int, coin: str) -> bytes:
     event = {"user": "0x1", "oid": 1, "coin": coin, "side": "B", "px": "1.0", "raw_book_diff": "remove"}
-    return orjson.dumps({"local_time": "2026-06-10T09:00:00.000000001", "block_time": "x", "block_number": block, "events": [event]})
+    return orjson.dumps(
+        {
+            "local_time": "2026-06-10T09:00:00.000000001",
+            "block_time": "x",
+            "block_number": block,
+            "events": [event],
+        }
+    )
 
 
 def write(root: Path, relpath: str, lines: list[bytes]) -> None:
@@ -34,7 +48,17 @@ def write(root: Path, relpath: str, lines: list[bytes]) -> None:
 
 @pytest.fixture
 def files(tmp_path) -> list[ExpectedFile]:
-    write(tmp_path, FIRST, [book_line(100, "BTC"), book_line(100, "ETH"), b"", book_line(101, "BTC"), book_line(101, "xyz:TSLA")])
+    write(
+        tmp_path,
+        FIRST,
+        [
+            book_line(100, "BTC"),
+            book_line(100, "ETH"),
+            b"",
+            book_line(101, "BTC"),
+            book_line(101, "xyz:TSLA"),
+        ],
+    )
     write(tmp_path, NEWEST, [book_line(102, "BTC"), book_line(102, "ETH")])
     return list(read_tree(tmp_path, max_line_bytes=200))
 
@@ -59,20 +83,36 @@ def seal_value(f: ExpectedFile, **changes) -> bytes:
 
 def published(files: list[ExpectedFile]) -> Observed:
     """What a correct sidecar puts on the topics for ``files``."""
-    observed = Observed(topic_tables={t: table for table, t in TOPICS.items()}, partitions={t: PARTITIONS for t in TOPICS.values()})
+    observed = Observed(
+        topic_tables={t: table for table, t in TOPICS.items()},
+        partitions={t: PARTITIONS for t in TOPICS.values()},
+    )
     next_offset: Counter = Counter()
     for f in files:
         for line in f.lines:
             topic, partition = TOPICS[f.table], partition_for(line.key, PARTITIONS)
             observed.data.append(
-                DataRecord(topic, partition, next_offset[topic, partition], line.key, f.relpath, line.offset, line.line_id, line.digest)
+                DataRecord(
+                    topic,
+                    partition,
+                    next_offset[topic, partition],
+                    line.key,
+                    f.relpath,
+                    line.offset,
+                    line.line_id,
+                    line.digest,
+                )
             )
             next_offset[topic, partition] += 1
         for entry in f.dlq:
             value = json.dumps(entry.ref).encode() if entry.ref else None
             digest = value_digest(value) if value else entry.digest
-            reason = sorted(entry.reasons)[0]
-            observed.dlq.append(DlqRecord(0, len(observed.dlq), f.table.encode(), f.relpath, entry.offset, reason, digest, entry.ref))
+            reason = min(entry.reasons)
+            observed.dlq.append(
+                DlqRecord(
+                    0, len(observed.dlq), f.table.encode(), f.relpath, entry.offset, reason, digest, entry.ref
+                )
+            )
         if f.finalized:
             key = f"{f.table}|{f.hour_file.date}|{f.hour_file.hour}".encode()
             observed.seals.append(SealRecord(0, len(observed.seals), key, seal_value(f)))
@@ -200,7 +240,9 @@ def test_a_message_matching_no_good_line_is_unexpected(files):
 
 def test_messages_for_files_outside_the_tree_fail_unless_other_sidecars_are_declared(files):
     observed = published(files)
-    observed.data.append(DataRecord("book", 0, 50, b"BTC", f"{BOOK_DIFFS}/hourly/20250101/0", 0, None, value_digest(b"")))
+    observed.data.append(
+        DataRecord("book", 0, 50, b"BTC", f"{BOOK_DIFFS}/hourly/20250101/0", 0, None, value_digest(b""))
+    )
 
     alone = reconcile(files, observed)
     shared = reconcile(files, observed, node="node-a")
@@ -276,7 +318,15 @@ def test_two_seals_for_one_file_are_reported(files):
 
 @pytest.mark.parametrize(
     "change",
-    [{"sha256": "0" * 64}, {"size": 1}, {"block_range": [100, 102]}, {"lines": 3}, {"dlq_lines": 0}, {"hour": "09"}, {"node": None}],
+    [
+        {"sha256": "0" * 64},
+        {"size": 1},
+        {"block_range": [100, 102]},
+        {"lines": 3},
+        {"dlq_lines": 0},
+        {"hour": "09"},
+        {"node": None},
+    ],
 )
 def test_a_seal_that_misdescribes_its_file_is_wrong(files, change):
     observed = published(files)
@@ -298,7 +348,9 @@ def test_sealing_the_newest_file_is_unexpected(files):
 
 def test_seals_of_other_nodes_are_ignored_when_a_node_is_given(files):
     observed = published(files)
-    observed.seals.append(dataclasses.replace(observed.seals[0], offset=9, value=seal_value(files[0], node="node-b")))
+    observed.seals.append(
+        dataclasses.replace(observed.seals[0], offset=9, value=seal_value(files[0], node="node-b"))
+    )
 
     mixed = reconcile(files, observed)
     filtered = reconcile(files, observed, node="node-a")

@@ -1,0 +1,125 @@
+"""``python -m bench``: run the benchmark scenarios, print the figures, save and document them.
+
+    python -m bench                      # everything, default sizes (what `make bench` runs)
+    python -m bench --scenarios catchup,reference --backlog-mb 4096
+    python -m bench --bootstrap 127.0.0.1:9092 --no-doc
+
+Without ``--bootstrap`` the run starts its own broker under ``var/bench/`` and removes it after.
+Exits 1 when a scenario could not complete (missed targets do not change the exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from bench import catchup, live, reference, report, seal, stages
+from bench.broker import broker
+from bench.context import RunContext, ScenarioResult
+from bench.worker import REPO
+
+SCENARIOS = {
+    "catchup": catchup.run,
+    "reference": reference.run,
+    "live": live.run,
+    "seal": seal.run,
+    "stages": stages.run,
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
+                        help=f"comma-separated, run in this order (default: {','.join(SCENARIOS)})")
+    parser.add_argument("--backlog-mb", type=float, default=1024, help="catch-up backlog size across the three tables (1024)")
+    parser.add_argument("--backlog-hours", type=int, default=2, help="hour files per table in the backlog (2)")
+    parser.add_argument("--live-s", type=float, default=60, help="seconds of live appending at production rates (60)")
+    parser.add_argument("--tap-cadence-s", type=float, default=0.1, help="the tap appends every this many seconds (0.1)")
+    parser.add_argument("--seal-small-mb", type=float, default=1, help="the small hour file of the seal scenario (1)")
+    parser.add_argument("--seal-large-mb", type=float, default=1024, help="the large hour file of the seal scenario (1024)")
+    parser.add_argument("--stage-lines", type=int, default=200_000, help="lines timed per stage, production mix (200000)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--bootstrap", help="use this broker instead of starting one")
+    parser.add_argument("--out-dir", type=Path, default=REPO / "var" / "bench", help="results and scratch space (var/bench)")
+    parser.add_argument("--doc", type=Path, default=REPO / "docs" / "benchmarks.md", help="append the results table here")
+    parser.add_argument("--no-doc", action="store_true", help="do not append to the doc")
+    parser.add_argument("--keep-work", action="store_true", help="keep the corpora and worker logs under the out dir")
+    parser.add_argument("--profile", type=Path, help="run the catch-up worker under cProfile, writing this file")
+    args = parser.parse_args(argv)
+    args.scenarios = [name.strip() for name in args.scenarios.split(",") if name.strip()]
+    unknown = [name for name in args.scenarios if name not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario(s) {unknown}; choose from {list(SCENARIOS)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    began = time.time()
+    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(began))
+    git = report.git_commit(REPO)
+    run = {
+        "started_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(began)),
+        "command": os.environ.get("BENCH_COMMAND") or shlex.join(["python", "-m", "bench", *argv]),
+        "harness_command": shlex.join(["python", "-m", "bench", *_effective(args)]),
+        "git": git,
+        "machine": report.machine_notes(),
+        "kcat_version": reference.kcat_version(),
+    }
+    json_path = (args.out_dir / f"{run_id}-{git['commit']}.json").resolve()
+    run["json"] = str(json_path.relative_to(REPO)) if json_path.is_relative_to(REPO) else str(json_path)
+    work = args.out_dir / f"work-{run_id}"
+    results: list[ScenarioResult] = []
+    try:
+        with broker(args.out_dir / f"kafka-{run_id}", args.bootstrap) as kafka:
+            run.update(bootstrap=kafka.bootstrap, broker_local=kafka.pid is not None, kafka_version=kafka.version)
+            ctx = RunContext(kafka, work, run_id, args)
+            for name in args.scenarios:
+                print(f"== {name}", flush=True)
+                scenario_began = time.monotonic()
+                try:
+                    result = SCENARIOS[name](ctx)
+                except Exception as exc:  # noqa: BLE001 - one broken scenario must not lose the others' figures
+                    traceback.print_exc()
+                    result = ScenarioResult(name, error=f"{type(exc).__name__}: {exc}")
+                result.details["scenario_s"] = round(time.monotonic() - scenario_began, 1)
+                ctx.results[name] = result
+                results.append(result)
+                print(report.console_table([result]), flush=True)
+    finally:
+        if not args.keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+    run["total_s"] = round(time.time() - began, 1)
+    report.write_json(json_path, run, results)
+    print(f"\n== all figures ({run['total_s'] / 60:.1f} min; {run['json']})\n{report.console_table(results)}")
+    if not args.no_doc:
+        with open(args.doc, "a") as doc:
+            doc.write("\n" + report.markdown(run, results))
+        print(f"appended to {args.doc}")
+    return 1 if any(r.error for r in results) else 0
+
+
+def _effective(args: argparse.Namespace) -> list[str]:
+    """The sizing options in effect, defaults included, so the doc shows what ran."""
+    return [
+        "--scenarios", ",".join(args.scenarios),
+        "--backlog-mb", f"{args.backlog_mb:g}",
+        "--backlog-hours", str(args.backlog_hours),
+        "--live-s", f"{args.live_s:g}",
+        "--tap-cadence-s", f"{args.tap_cadence_s:g}",
+        "--seal-small-mb", f"{args.seal_small_mb:g}",
+        "--seal-large-mb", f"{args.seal_large_mb:g}",
+        "--stage-lines", str(args.stage_lines),
+        "--seed", str(args.seed),
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""The Kafka broker a benchmark run talks to: one it starts itself under ``var/bench/``, or one given."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyperdata_sidecar.devkafka import KAFKA_VERSION, LocalKafka
+
+
+@dataclass(frozen=True)
+class Broker:
+    """Where the broker listens; ``pid`` is known only for a broker this run started."""
+
+    bootstrap: str
+    pid: int | None
+    version: str
+
+
+def _two_free_ports() -> tuple[int, int]:
+    """Two ports free right now (the broker's client and controller listeners)."""
+    with socket.socket() as first, socket.socket() as second:
+        first.bind(("127.0.0.1", 0))
+        second.bind(("127.0.0.1", 0))
+        return first.getsockname()[1], second.getsockname()[1]
+
+
+@contextlib.contextmanager
+def broker(data_dir: Path, bootstrap: str | None = None) -> Iterator[Broker]:
+    """Yield ``bootstrap``'s broker, or start a fresh LocalKafka in ``data_dir`` and remove it after."""
+    if bootstrap:
+        yield Broker(bootstrap, None, "unknown (external broker)")
+        return
+    shutil.rmtree(data_dir, ignore_errors=True)
+    port, controller_port = _two_free_ports()
+    kafka = LocalKafka(data_dir, port=port, controller_port=controller_port)
+    kafka.start()
+    try:
+        yield Broker(kafka.bootstrap, kafka.pid(), KAFKA_VERSION)
+    finally:
+        kafka.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)

@@ -1,0 +1,128 @@
+"""Catch-up throughput: a pre-written backlog, the worker started from empty state, timed until done.
+
+The clock starts at the worker's ``startup`` event (its state is synced, its tailers exist) and stops
+when ``/sidecar/files/`` shows every backlog file with its acked offset at its size. The newest file
+of each table is never finalized, so offsets, not seals, say "done". ``lines_published_total`` and
+the topics' end offsets are checked against the corpus afterwards.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from bench import kafka, targets
+from bench.context import RunContext, ScenarioResult
+from bench.corpus import write_backlog
+from bench.procstat import CpuWindow, memory_kib
+from bench.worker import BenchError, SidecarWorker, epoch_of, settings_summary
+from hyperdata_sidecar.core.tables import TABLES
+
+POLL_S = 0.25
+PROGRESS_EVERY_S = 10.0
+SLOWEST_CREDIBLE_LINES_PER_S = 5_000  # below this the run is broken, not slow: give up
+
+
+def run(ctx: RunContext) -> ScenarioResult:
+    result = ScenarioResult("catch-up")
+    options = ctx.options
+    worker = SidecarWorker(ctx.scenario_dir("catchup"), ctx.broker.bootstrap, ctx.topic_prefix("catchup"))
+    print(f"  writing a {options.backlog_mb:,.0f} MB backlog ({options.backlog_hours} hour(s) per table) ...", flush=True)
+    backlog = write_backlog(worker.watch, megabytes=options.backlog_mb, hours=options.backlog_hours, seed=options.seed)
+    ctx.backlog = backlog
+    print(f"  {backlog.lines:,} lines, {backlog.bytes / 1e6:,.0f} MB in {backlog.seconds:.1f}s", flush=True)
+    # A profiled worker runs slower: its figures are marked, and only its profile is worth reading.
+    worker.start(wrapper=(sys.executable, "-m", "cProfile", "-o", str(options.profile)) if options.profile else ())
+    try:
+        measured = _measure(worker, backlog.files, ctx)
+        published = worker.lines_published()
+    finally:
+        worker.stop()
+    topic_messages = kafka.message_counts(
+        ctx.broker.bootstrap, {spec.dir_name: worker.topic(spec.topic_env) for spec in TABLES}
+    )
+    lines_by_table = _lines_by_table(backlog.files)
+    seconds = measured["seconds"]
+    lines_per_s = backlog.lines / seconds
+    cpu_per_million = measured["cpu"]["cpu_s"]["sidecar"] / backlog.lines * 1e6
+    peak_mb = measured["peak_rss_kib"] / 1024
+    result.details = {
+        "backlog": {"bytes": backlog.bytes, "lines": backlog.lines, "files": len(backlog.files), "lines_by_table": lines_by_table},
+        "settings": settings_summary(worker.settings),
+        "profiled": bool(options.profile),
+        "lines_published_total": published,
+        "topic_messages": topic_messages,
+        "complete": published == {t: float(n) for t, n in lines_by_table.items()},
+        "lines_per_s": round(lines_per_s),
+        "mb_per_s": round(backlog.bytes / 1e6 / seconds, 1),
+        "cpu_s_per_million_lines": round(cpu_per_million, 2),
+        **measured,
+    }
+    result.row("backlog", f"{backlog.bytes / 1e6:,.0f} MB, {backlog.lines:,} lines, {len(backlog.files)} files")
+    result.row("wall time", f"{seconds:.1f} s")
+    result.row("lines/s", f"{lines_per_s:,.0f}", f"≥ {targets.CATCHUP_LINES_PER_S:,.0f}", lines_per_s >= targets.CATCHUP_LINES_PER_S)
+    result.row("MB/s", f"{backlog.bytes / 1e6 / seconds:,.1f}")
+    result.row("vs production rate", f"{lines_per_s / targets.PRODUCTION_RATE:.2f}x", "≥ 5x", lines_per_s >= 5 * targets.PRODUCTION_RATE)
+    result.row("sidecar CPU s per million lines", f"{cpu_per_million:.1f}")
+    result.row("sidecar CPU share", f"{measured['cpu']['cpu_pct_of_one_core']['sidecar']:.0f}% of one core")
+    if "broker" in measured["cpu"]["cpu_pct_of_one_core"]:
+        result.row("broker CPU share", f"{measured['cpu']['cpu_pct_of_one_core']['broker']:.0f}% of one core")
+    result.row("machine CPU (all processes)", f"{measured['cpu']['machine_cpu_pct_of_one_core']:.0f}% of 200%")
+    result.row("peak RSS (VmHWM)", f"{peak_mb:.0f} MB", f"≤ {targets.PEAK_RSS_MB:.0f} MB", peak_mb <= targets.PEAK_RSS_MB)
+    result.row("RSS at half way / at the end", f"{measured['rss_half_kib'] / 1024:.0f} MB / {measured['rss_end_kib'] / 1024:.0f} MB")
+    result.row("every line acked (metrics = corpus)", "yes" if result.details["complete"] else f"NO: {published}")
+    return result
+
+
+def _measure(worker: SidecarWorker, files: list[Any], ctx: RunContext) -> dict[str, Any]:
+    """Wait for ``startup``, then poll until every file is acked to its end; the figures of that window."""
+    expected = {f.relpath: f.size for f in files}
+    total_bytes = sum(expected.values())
+    total_lines = sum(f.lines for f in files)
+    startup = worker.wait_for_event("startup", timeout_s=180)
+    pids = {"sidecar": worker.pid}
+    if ctx.broker.pid is not None:
+        pids["broker"] = ctx.broker.pid
+    cpu = CpuWindow(pids).start()
+    began = epoch_of(startup["time"])
+    deadline = time.monotonic() + 60 + total_lines / SLOWEST_CREDIBLE_LINES_PER_S
+    rss_samples: list[tuple[float, int, int]] = []  # (seconds since startup, VmRSS KiB, bytes acked)
+    next_progress = time.monotonic() + PROGRESS_EVERY_S
+    while True:
+        rows = worker.files() or {}
+        now = time.time()
+        acked = sum(min(rows[path]["offset"], size) for path, size in expected.items() if path in rows)
+        rss_samples.append((round(now - began, 2), memory_kib(worker.pid)["VmRSS"], acked))
+        if acked == total_bytes and all(rows[path]["offset"] == size for path, size in expected.items()):
+            break
+        if worker.process.poll() is not None:
+            raise BenchError(f"the worker exited ({worker.process.returncode}) during the catch-up; see {worker.log_path}")
+        if time.monotonic() > deadline:
+            raise BenchError(f"catch-up not done after {time.monotonic() - cpu.began:.0f}s ({acked:,} of {total_bytes:,} bytes)")
+        if time.monotonic() >= next_progress:
+            print(f"    {now - began:5.0f}s  {acked / 1e6:8,.0f} of {total_bytes / 1e6:,.0f} MB acked", flush=True)
+            next_progress += PROGRESS_EVERY_S
+        time.sleep(POLL_S)
+    finished = time.time()
+    cpu.stop()
+    memory = memory_kib(worker.pid)
+    half = next(s for s in rss_samples if s[2] >= total_bytes / 2)
+    return {
+        "seconds": round(finished - began, 3),
+        "startup_event_at": startup["time"],
+        "cpu": cpu.to_dict(),
+        "peak_rss_kib": memory["VmHWM"],
+        "rss_half_kib": half[1],
+        "rss_end_kib": memory["VmRSS"],
+        "rss_samples": rss_samples[:: max(1, len(rss_samples) // 200)],
+        "seal_lag_s": [e.get("seal_lag_s") for e in worker.events("seal")],
+        "poll_interval_s": POLL_S,
+    }
+
+
+def _lines_by_table(files: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for f in files:
+        out[f.table] = out.get(f.table, 0) + f.lines
+    return out

@@ -1,0 +1,118 @@
+"""Live latency: the replay tap appends at the production rates while a consumer measures how long
+each line takes from the append to its arrival on the data topic.
+
+Three processes besides the broker share the machine: the worker, the tap (:mod:`bench.tap`) and
+the consumer (:mod:`bench.latency`). Each one's CPU is measured over the tap's run, and the whole
+machine's too, so a saturated machine shows as such next to the latency it produced.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+
+from bench import targets
+from bench.context import RunContext, ScenarioResult
+from bench.corpus import START
+from bench.procstat import CpuWindow
+from bench.worker import REPO, BenchError, SidecarWorker, settings_summary
+from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.tools.generate import PRODUCTION_LINES_PER_S, generate_corpus
+
+DRAIN_S = 60.0  # after the tap stops, how long the consumer may take to see the last lines
+
+
+def run(ctx: RunContext) -> ScenarioResult:
+    result = ScenarioResult("live")
+    options = ctx.options
+    root = ctx.scenario_dir("live")
+    lines = {table: int(rate * options.live_s) for table, rate in PRODUCTION_LINES_PER_S.items()}
+    print(f"  writing {options.live_s:.0f}s of production lines ({sum(lines.values()):,}) for the tap ...", flush=True)
+    corpus = generate_corpus(root / "corpus", hours=1, lines_per_hour=lines, seed=options.seed + 1, start=START)
+    worker = SidecarWorker(root, ctx.broker.bootstrap, ctx.topic_prefix("live"))
+    worker.start()
+    consumer = tap = None
+    try:
+        worker.wait_for_event("startup", timeout_s=180)
+        consumer = _start_consumer(ctx, worker, root, corpus.lines, deadline=time.time() + options.live_s * 3 + 120)
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        tap = subprocess.Popen(
+            [sys.executable, "-m", "bench.tap", str(root / "corpus"), str(worker.watch), "--summary", str(root / "tap.json"),
+             "--cadence-s", str(options.tap_cadence_s)],
+            cwd=REPO,
+        )
+        pids = {"sidecar": worker.pid, "tap": tap.pid, "consumer": consumer.pid}
+        if ctx.broker.pid is not None:
+            pids["broker"] = ctx.broker.pid
+        cpu = CpuWindow(pids).start()
+        while tap.poll() is None:
+            time.sleep(0.5)
+            cpu.sample()
+        cpu.stop()
+        tap_cpu = _children_cpu_since(children_before)
+        if tap.returncode:
+            raise BenchError(f"the replay tap failed (exit {tap.returncode})")
+        try:
+            consumer.wait(DRAIN_S)
+        except subprocess.TimeoutExpired:
+            consumer.terminate()
+            raise BenchError(f"the consumer did not see every line within {DRAIN_S:.0f}s after the tap stopped") from None
+    finally:
+        for process in (tap, consumer):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(30)
+        worker.stop()
+    if consumer.returncode:
+        raise BenchError(f"the latency consumer failed (exit {consumer.returncode})")
+    latency = json.loads((root / "latency.json").read_text())
+    replayed = json.loads((root / "tap.json").read_text())
+    total = latency["append_to_receive"]
+    shares = cpu.to_dict()["cpu_pct_of_one_core"]
+    # The tap has exited by the end of the window: its own rusage is exact where the last /proc sample is not.
+    shares["tap"] = round(100 * tap_cpu / cpu.wall_s, 1)
+    result.details = {
+        "seconds": options.live_s,
+        "tap_cadence_s": options.tap_cadence_s,
+        "settings": settings_summary(worker.settings),
+        "replay": replayed,
+        "latency": latency,
+        "cpu": {**cpu.to_dict(), "cpu_pct_of_one_core": shares},
+    }
+    tap_rate = sum(t["lines"] for t in replayed["tables"].values()) / replayed["seconds"]
+    result.row("tap rate", f"{tap_rate:,.0f} lines/s for {replayed['seconds']:.0f} s (target {targets.PRODUCTION_RATE:,.0f})",
+               f"≥ {targets.PRODUCTION_RATE:,.0f}", tap_rate >= 0.98 * targets.PRODUCTION_RATE)
+    result.row("lines received / appended", f"{latency['received']:,} / {corpus.lines:,}")
+    result.row("append→receive p50", f"{total['p50_s']:.3f} s", f"≤ {targets.LIVE_P50_S} s", total["p50_s"] <= targets.LIVE_P50_S)
+    result.row("append→receive p99", f"{total['p99_s']:.3f} s", f"≤ {targets.LIVE_P99_S} s", total["p99_s"] <= targets.LIVE_P99_S)
+    result.row("append→receive max", f"{total['max_s']:.3f} s")
+    sidecar_part, delivery_part = latency["append_to_create_time"], latency["create_time_to_receive"]
+    result.row("of which append→CreateTime p50 / p99", f"{sidecar_part['p50_s']:.3f} / {sidecar_part['p99_s']:.3f} s")
+    result.row("of which CreateTime→receive p50 / p99", f"{delivery_part['p50_s']:.3f} / {delivery_part['p99_s']:.3f} s")
+    result.row("sidecar CPU share", f"{shares['sidecar']:.0f}% of one core", f"≤ {targets.LIVE_CPU_PCT:.0f}%",
+               shares["sidecar"] <= targets.LIVE_CPU_PCT)
+    others = ", ".join(f"{name} {shares[name]:.0f}%" for name in ("tap", "consumer", "broker") if name in shares)
+    result.row("others' CPU share", others)
+    result.row("machine CPU (all processes)", f"{cpu.machine_share():.0f}% of 200%")
+    return result
+
+
+def _start_consumer(ctx: RunContext, worker: SidecarWorker, root, expect: int, deadline: float) -> subprocess.Popen:
+    command = [sys.executable, "-m", "bench.latency", "--bootstrap", ctx.broker.bootstrap, "--expect", str(expect),
+               "--deadline", str(deadline), "--out", str(root / "latency.json")]
+    for spec in TABLES:
+        command += ["--topic", worker.topic(spec.topic_env)]
+    consumer = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    ready = consumer.stdout.readline().strip()
+    if ready != "ready":
+        consumer.wait(30)
+        raise BenchError(f"the latency consumer did not start (exit {consumer.returncode})")
+    return consumer
+
+
+def _children_cpu_since(before: resource.struct_rusage) -> float:
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)

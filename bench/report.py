@@ -1,0 +1,103 @@
+"""Where a run's results go: a JSON file under ``var/bench/`` and a table appended to the docs."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bench.context import Row, ScenarioResult
+
+
+def git_commit(repo: Path) -> dict[str, Any]:
+    """The short commit and whether the working tree differs from it (tracked or untracked files)."""
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+
+    changed = [line for line in git("status", "--porcelain").splitlines() if line.strip()]
+    return {"commit": git("rev-parse", "--short", "HEAD") or "unknown", "dirty": bool(changed), "changed_files": len(changed)}
+
+
+def machine_notes() -> dict[str, Any]:
+    """What a reader needs to compare this run with another machine's."""
+    cpu_model = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu_model = line.split(":", 1)[1].strip()
+            break
+    memory_kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gib": round(memory_kib / 1024**2, 1),
+        "cpu_model": cpu_model,
+        "python": platform.python_version(),
+        "load_average_at_start": os.getloadavg()[0],
+    }
+
+
+def write_json(path: Path, run: dict[str, Any], results: list[ScenarioResult]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        **run,
+        "scenarios": {
+            r.name: {"error": r.error, "rows": [row.__dict__ for row in r.rows], "details": r.details} for r in results
+        },
+    }
+    path.write_text(json.dumps(document, indent=1, default=str) + "\n")
+
+
+def markdown(run: dict[str, Any], results: list[ScenarioResult]) -> str:
+    """One run as a section of ``docs/benchmarks.md``: when, what, where, and the figures."""
+    git, machine = run["git"], run["machine"]
+    dirty = f" (working tree dirty: {git['changed_files']} files differ from the commit)" if git["dirty"] else ""
+    broker = (
+        f"Kafka {run['kafka_version']}, a single-node KRaft broker on the same {machine['nproc']} cores"
+        if run["broker_local"]
+        else f"an external broker at {run['bootstrap']}"
+    )
+    lines = [
+        f"### {run['started_at']} · commit {git['commit']}{dirty}",
+        "",
+        f"Command: `{run['command']}` → `{run['harness_command']}`; {run['total_s'] / 60:.1f} min in all. "
+        f"Full results: `{run['json']}`.",
+        "",
+        f"Machine: {machine['nproc']} cores (nproc), {machine['memory_gib']} GiB, {machine['cpu_model']}; "
+        f"Python {machine['python']}; {broker}; {run['kcat_version']}; "
+        f"load average {machine['load_average_at_start']:.2f} at the start (the machine is shared).",
+        "",
+        "| scenario | figure | value | target | |",
+        "|---|---|---|---|---|",
+    ]
+    for result in results:
+        if result.error:
+            lines.append(f"| {result.name} | **did not complete** | {_cell(result.error)} | | |")
+        lines.extend(_row(row) for row in result.rows)
+    return "\n".join(lines) + "\n"
+
+
+def console_table(results: list[ScenarioResult]) -> str:
+    width = max((len(r.figure) for res in results for r in res.rows), default=10)
+    out = []
+    for result in results:
+        out.append(f"{result.name}:" + (f" DID NOT COMPLETE: {result.error}" if result.error else ""))
+        for row in result.rows:
+            verdict = "" if row.met is None else ("  [met]" if row.met else "  [MISSED]")
+            target = f"  (target {row.target})" if row.target else ""
+            out.append(f"  {row.figure:<{width}}  {row.value}{target}{verdict}")
+    return "\n".join(out)
+
+
+def _row(row: Row) -> str:
+    verdict = "" if row.met is None else ("met" if row.met else "**missed**")
+    return f"| {row.scenario} | {_cell(row.figure)} | {_cell(row.value)} | {_cell(row.target)} | {verdict} |"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
