@@ -29,19 +29,16 @@ async def back_up(sidecar: Sidecar, manifest: SealManifest) -> None:
     known = sidecar.backups.get(path)
     if known is not None and known.get("status") == "ok":
         return
-    ref = await sidecar.sink.find_existing(path, manifest.sha256)
-    if ref is not None:
-        sidecar.metrics.backup_result("noop")
-        sidecar.backups[path] = {"status": "ok", "sink": sidecar.sink.name, "attempts": 0, "ref": ref, "sha256": manifest.sha256, "at": iso_utc(time.time())}
-        sidecar.log.info("backup", path=path, ref=ref, size=manifest.size, sha256=manifest.sha256, attempts=0, already_present=True)
-        return
     attempts = 0
     delay = 1.0
     while True:
         attempts += 1
         started = time.monotonic()
         try:
-            ref = await sidecar.sink.backup(sidecar.settings.watch_dir / path, relpath=path, sha256=manifest.sha256)
+            existing = await sidecar.sink.find_existing(path, manifest.sha256)
+            ref = existing or await sidecar.sink.backup(
+                sidecar.settings.watch_dir / path, relpath=path, sha256=manifest.sha256
+            )
         except BackupError as exc:
             sidecar.metrics.backup_result("failed")
             sidecar.backups[path] = {
@@ -54,14 +51,14 @@ async def back_up(sidecar: Sidecar, manifest: SealManifest) -> None:
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_BACKOFF_S)
             continue
-        sidecar.metrics.backup_result("ok")
+        sidecar.metrics.backup_result("noop" if existing else "ok")
         sidecar.backups[path] = {
             "status": "ok", "sink": sidecar.sink.name, "attempts": attempts, "ref": ref,
             "sha256": manifest.sha256, "at": iso_utc(time.time()),
         }
         sidecar.log.info(
             "backup", path=path, ref=ref, size=manifest.size, sha256=manifest.sha256,
-            attempts=attempts, seconds=round(time.monotonic() - started, 3),
+            attempts=attempts, already_present=existing is not None, seconds=round(time.monotonic() - started, 3),
         )
         return
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from hyperdata_sidecar.topics import apply_contract, load_contract
 
@@ -28,7 +29,7 @@ def message_counts(bootstrap: str, topics: Mapping[str, str]) -> dict[str, int]:
         try:
             out = {}
             for name, topic in topics.items():
-                ends = await consumer.end_offsets(await partitions_of(consumer, topic))
+                ends = await consumer.end_offsets(await partitions_of(bootstrap, topic))
                 out[name] = sum(ends.values())
             return out
         finally:
@@ -88,7 +89,7 @@ class TopicWatcher:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100)
         try:
             await consumer.start()
-            partitions = await partitions_of(consumer, self.topic)
+            partitions = await partitions_of(self.bootstrap, self.topic)
             consumer.assign(partitions)
             await consumer.seek_to_beginning(*partitions)
             for tp in partitions:
@@ -106,14 +107,18 @@ class TopicWatcher:
             await consumer.stop()
 
 
-async def partitions_of(consumer: AIOKafkaConsumer, topic: str, patience_s: float = 30.0) -> list[TopicPartition]:
+async def partitions_of(bootstrap: str, topic: str, patience_s: float = 30.0) -> list[TopicPartition]:
     """The partitions of ``topic``, waiting for a topic created a moment ago to show in the metadata."""
-    deadline = time.monotonic() + patience_s
-    while True:
-        await consumer.topics()  # refreshes the consumer's metadata from the cluster
-        found = consumer.partitions_for_topic(topic)
-        if found:
-            return [TopicPartition(topic, p) for p in sorted(found)]
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"topic {topic} has no partitions in the metadata after {patience_s:.0f}s")
-        await asyncio.sleep(0.2)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        deadline = time.monotonic() + patience_s
+        while True:
+            (described,) = await admin.describe_topics([topic])
+            if not described["error_code"] and described["partitions"]:
+                return [TopicPartition(topic, p["partition"]) for p in sorted(described["partitions"], key=lambda p: p["partition"])]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {topic} has no partitions in the metadata after {patience_s:.0f}s")
+            await asyncio.sleep(0.2)
+    finally:
+        await admin.close()

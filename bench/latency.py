@@ -20,7 +20,7 @@ import json
 import time
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
 
 from bench.kafka import partitions_of
 
@@ -89,6 +89,60 @@ class LocalTimeParser:
         return second + int(value[_NANOS]) / 1e9
 
 
+class LatencyRecorder:
+    """Everything measured about the records received so far."""
+
+    def __init__(self) -> None:
+        self.total, self.sidecar, self.delivery = LatencyHistogram(), LatencyHistogram(), LatencyHistogram()
+        self.parse = LocalTimeParser()
+        self.unparsed = 0
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+        self.by_second: list[list[float]] = []  # per second since the first record: [records, sum, max]
+
+    @property
+    def received(self) -> int:
+        return self.total.n + self.unparsed
+
+    def fetched(self, now: float, records: list[ConsumerRecord]) -> None:
+        """Count ``records``, all received at ``now`` (one fetch)."""
+        if self.first_at is None:
+            self.first_at = now
+        self.last_at = now
+        second = int(now - self.first_at)
+        self.by_second.extend([0, 0.0, 0.0] for _ in range(second + 1 - len(self.by_second)))
+        bucket = self.by_second[second]
+        for record in records:
+            try:
+                appended = self.parse(record.value)
+            except ValueError:
+                self.unparsed += 1
+                continue
+            created = record.timestamp / 1000
+            latency = now - appended
+            self.total.add(latency)
+            self.sidecar.add(created - appended)
+            self.delivery.add(now - created)
+            bucket[0] += 1
+            bucket[1] += latency
+            bucket[2] = max(bucket[2], latency)
+
+    def summary(self, expect: int) -> dict[str, object]:
+        return {
+            "expected": expect,
+            "received": self.received,
+            "unparsed": self.unparsed,
+            "first_received_at": self.first_at,
+            "last_received_at": self.last_at,
+            "append_to_receive": self.total.summary(),
+            "append_to_create_time": self.sidecar.summary(),
+            "create_time_to_receive": self.delivery.summary(),
+            "by_second": [
+                {"records": n, "mean_s": round(total / n, 3), "max_s": round(worst, 3)} for n, total, worst in self.by_second if n
+            ],
+        }
+
+
 async def measure(bootstrap: str, topics: list[str], expect: int, deadline: float) -> dict[str, object]:
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -98,46 +152,22 @@ async def measure(bootstrap: str, topics: list[str], expect: int, deadline: floa
         max_partition_fetch_bytes=16 * 1024 * 1024,
     )
     await consumer.start()
-    total, sidecar, delivery = LatencyHistogram(), LatencyHistogram(), LatencyHistogram()
-    parse = LocalTimeParser()
-    unparsed = 0
+    recorder = LatencyRecorder()
     try:
-        partitions = [tp for topic in topics for tp in await partitions_of(consumer, topic)]
+        partitions = [tp for topic in topics for tp in await partitions_of(bootstrap, topic)]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         for tp in partitions:
             await consumer.position(tp)
         print("ready", flush=True)
-        first_at = last_at = None
-        while total.n + unparsed < expect and time.time() < deadline:
+        while recorder.received < expect and time.time() < deadline:
             batches = await consumer.getmany(timeout_ms=200, max_records=100_000)
             now = time.time()
             for records in batches.values():
-                for record in records:
-                    try:
-                        appended = parse(record.value)
-                    except ValueError:
-                        unparsed += 1
-                        continue
-                    created = record.timestamp / 1000
-                    total.add(now - appended)
-                    sidecar.add(created - appended)
-                    delivery.add(now - created)
-            if batches:
-                first_at = first_at or now
-                last_at = now
+                recorder.fetched(now, records)
     finally:
         await consumer.stop()
-    return {
-        "expected": expect,
-        "received": total.n + unparsed,
-        "unparsed": unparsed,
-        "first_received_at": first_at,
-        "last_received_at": last_at,
-        "append_to_receive": total.summary(),
-        "append_to_create_time": sidecar.summary(),
-        "create_time_to_receive": delivery.summary(),
-    }
+    return recorder.summary(expect)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -83,8 +83,8 @@ def run(ctx: RunContext) -> ScenarioResult:
         "cpu": {**cpu.to_dict(), "cpu_pct_of_one_core": shares},
     }
     tap_rate = sum(t["lines"] for t in replayed["tables"].values()) / replayed["seconds"]
-    result.row("tap rate", f"{tap_rate:,.0f} lines/s for {replayed['seconds']:.0f} s (target {targets.PRODUCTION_RATE:,.0f})",
-               f"≥ {targets.PRODUCTION_RATE:,.0f}", tap_rate >= 0.98 * targets.PRODUCTION_RATE)
+    result.row("tap rate", f"{tap_rate:,.0f} lines/s for {replayed['seconds']:.0f} s",
+               f"≥ {targets.PRODUCTION_RATE:,.0f} (production)", tap_rate >= 0.98 * targets.PRODUCTION_RATE)
     result.row("lines received / appended", f"{latency['received']:,} / {corpus.lines:,}")
     result.row("append→receive p50", f"{total['p50_s']:.3f} s", f"≤ {targets.LIVE_P50_S} s", total["p50_s"] <= targets.LIVE_P50_S)
     result.row("append→receive p99", f"{total['p99_s']:.3f} s", f"≤ {targets.LIVE_P99_S} s", total["p99_s"] <= targets.LIVE_P99_S)

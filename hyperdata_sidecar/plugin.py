@@ -75,7 +75,13 @@ class Sidecar:
         return bool(self.app.should_stop)
 
     async def checkpoint(self, cursor: FileCursor) -> None:
-        await self.progress_topic.send(key=cursor.path, value={"kind": "checkpoint", "cursor": cursor.to_record()})
+        """Send ``cursor`` to the progress agent. A failed send is counted and logged, not raised: the
+        next checkpoint of the file carries everything this one did (at worst a restart re-publishes)."""
+        try:
+            await self.progress_topic.send(key=cursor.path, value={"kind": "checkpoint", "cursor": cursor.to_record()})
+        except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+            self.metrics.state_persist_failed()
+            self.log.limited(logging.ERROR, "checkpoint_failed", cursor.path, 10.0, path=cursor.path, error=str(exc))
 
     async def rotate(self, manifest: SealManifest) -> None:
         await self.rotations_topic.send(key=manifest.path, value=manifest.to_json())
@@ -214,8 +220,8 @@ def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
     """Install the sidecar on ``app`` and return it.
 
     Called once per app, before the worker starts. Registers: the internal progress and rotation
-    topics, the ``sidecar-offsets``/``sidecar-seals``/``sidecar-backups`` RocksDB tables, one poll
-    timer per node table, the ``progress``/``seal``/``backup`` agents, the runtime service and the web
+    topics, the ``sidecar-offsets``/``sidecar-seals``/``sidecar-backups`` RocksDB tables, one polling
+    loop per node table, the ``progress``/``seal``/``backup`` agents, the runtime service and the web
     pages. ``settings`` defaults to :func:`load_settings` (``faust.ini`` + environment).
     Raises ``RuntimeError`` if the app already has a sidecar, :class:`ConfigError` on bad settings.
     """
@@ -227,15 +233,26 @@ def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
     sidecar = Sidecar(app, settings or load_settings())
     setattr(app, INSTALLED_ATTR, sidecar)
     for spec in TABLES:
-        _install_timer(sidecar, spec.dir_name)
+        _install_poll_loop(sidecar, spec.dir_name)
     install_agents(sidecar)
     app.service(type("SidecarRuntime", (SidecarRuntime,), {"sidecar": sidecar}))
     install_pages(sidecar)
     return sidecar
 
 
-def _install_timer(sidecar: Sidecar, table: str) -> None:
-    async def poll(*_: Any) -> None:
-        await sidecar.tick(table)
+def _install_poll_loop(sidecar: Sidecar, table: str) -> None:
+    """One polling loop per table, started (like Faust timers) after table recovery.
 
-    sidecar.app.timer(sidecar.settings.poll_interval_s, name=f"hyperdata_sidecar.poll.{table}")(poll)
+    A plain task rather than ``app.timer``: a catch-up tick runs for as long as there is backlog, and
+    a timer would log that it "is overlapping" on every such tick.
+    """
+
+    async def poll() -> None:
+        interval = sidecar.settings.poll_interval_s
+        while not sidecar.stopping:
+            started = time.monotonic()
+            await sidecar.tick(table)
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+    poll.__name__ = poll.__qualname__ = f"hyperdata_sidecar.poll.{table}"
+    sidecar.app.task(poll)
