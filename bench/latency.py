@@ -1,14 +1,17 @@
 """Append-to-receive latency of the data topics, measured by a consumer process of its own:
 
-    python -m bench.latency --bootstrap HOST:PORT --topic T [--topic T ...] --expect N
-                            --deadline EPOCH_S --out FILE
+    python -m bench.latency --bootstrap HOST:PORT --topic TOPIC=COUNT [--topic ...] --deadline EPOCH_S
+                            --out FILE --logs DIR
 
-Prints ``ready`` once every partition is assigned at its beginning, then reads until it has N
-records or the deadline passes, and writes the figures as JSON to FILE. For each record it takes
-``now - local_time`` (the tap stamps ``local_time`` when it appends the line), and splits it at the
-record's CreateTime, which the sidecar's producer sets when it adds the record to a batch:
-``local_time → CreateTime`` is the sidecar's share (poll, read, parse), ``CreateTime → now`` the
-broker's and this consumer's (compression, ack, fetch).
+Reads each topic from its beginning with one ``kcat -C`` per topic (librdkafka costs a fifth of the
+CPU aiokafka's consumer needs per record, and the consumer shares the machine with what it measures)
+and prints ``ready <pid> ...`` (its kcat processes) once every kcat has reached the end of every
+partition. It stops when each topic has delivered COUNT records or at the deadline, and writes the
+figures as JSON to FILE. For each record it takes ``now - local_time`` (the tap stamps
+``local_time`` when it appends the line), and splits it at the record's CreateTime, which the
+sidecar's producer sets when it adds the record to a batch: ``local_time → CreateTime`` is the
+sidecar's read-and-parse share, ``CreateTime → now`` the rest of its cycle (batching, compression,
+the ack) plus the broker and the consumer.
 """
 
 from __future__ import annotations
@@ -17,10 +20,14 @@ import argparse
 import asyncio
 import calendar
 import json
+import os
+import re
+import selectors
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, ConsumerRecord
 
 from bench.kafka import partitions_of
 
@@ -104,21 +111,22 @@ class LatencyRecorder:
     def received(self) -> int:
         return self.total.n + self.unparsed
 
-    def fetched(self, now: float, records: list[ConsumerRecord]) -> None:
-        """Count ``records``, all received at ``now`` (one fetch)."""
+    def received_lines(self, now: float, lines: list[bytes]) -> None:
+        """Count kcat's output ``lines`` (``<CreateTime ms> <value>``), all read at ``now``."""
         if self.first_at is None:
             self.first_at = now
         self.last_at = now
         second = int(now - self.first_at)
         self.by_second.extend([0, 0.0, 0.0] for _ in range(second + 1 - len(self.by_second)))
         bucket = self.by_second[second]
-        for record in records:
+        for line in lines:
+            created_ms, _, value = line.partition(b" ")
             try:
-                appended = self.parse(record.value)
+                appended = self.parse(value)
+                created = int(created_ms) / 1000
             except ValueError:
                 self.unparsed += 1
                 continue
-            created = record.timestamp / 1000
             latency = now - appended
             self.total.add(latency)
             self.sidecar.add(created - appended)
@@ -143,43 +151,83 @@ class LatencyRecorder:
         }
 
 
-async def measure(bootstrap: str, topics: list[str], expect: int, deadline: float) -> dict[str, object]:
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
-        fetch_max_wait_ms=50,
-        fetch_max_bytes=64 * 1024 * 1024,
-        max_partition_fetch_bytes=16 * 1024 * 1024,
-    )
-    await consumer.start()
+class TopicReader:
+    """One ``kcat -C`` reading a topic from its beginning; its output is cut into lines as it arrives."""
+
+    def __init__(self, kcat: str, bootstrap: str, topic: str, count: int, logs: Path) -> None:
+        self.topic = topic
+        self.stderr_path = logs / f"kcat-consume-{topic}.log"
+        command = [kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-u", "-c", str(count),
+                   "-X", "fetch.wait.max.ms=50", "-f", "%T %s\\n"]
+        with open(self.stderr_path, "wb") as stderr:
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
+        self.fd = self.process.stdout.fileno()
+        self._partial = b""
+
+    def at_end_of(self, partitions: int) -> bool:
+        """Has kcat reported the end of all ``partitions`` partitions (it is fetching, nothing missed)?"""
+        text = self.stderr_path.read_text(errors="replace")
+        return len(set(re.findall(r"Reached end of topic \S+ \[(\d+)\]", text))) >= partitions
+
+    def read_lines(self) -> list[bytes] | None:
+        """The complete lines that arrived since the last call; None at the end of kcat's output."""
+        data = os.read(self.fd, 1 << 20)
+        if not data:
+            return None
+        data = self._partial + data
+        cut = data.rfind(b"\n") + 1
+        self._partial = data[cut:]
+        return data[:cut].splitlines()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait(30)
+
+
+def measure(bootstrap: str, counts: dict[str, int], deadline: float, logs: Path) -> dict[str, object]:
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        raise SystemExit("kcat is not installed")
+    partitions = asyncio.run(_partition_counts(bootstrap, list(counts)))
+    readers = [TopicReader(kcat, bootstrap, topic, count, logs) for topic, count in counts.items()]
     recorder = LatencyRecorder()
     try:
-        partitions = [tp for topic in topics for tp in await partitions_of(bootstrap, topic)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        for tp in partitions:
-            await consumer.position(tp)
-        print("ready", flush=True)
-        while recorder.received < expect and time.time() < deadline:
-            batches = await consumer.getmany(timeout_ms=200, max_records=100_000)
-            now = time.time()
-            for records in batches.values():
-                recorder.fetched(now, records)
+        while not all(reader.at_end_of(partitions[reader.topic]) for reader in readers):
+            if time.time() > deadline or any(reader.process.poll() is not None for reader in readers):
+                raise SystemExit(f"kcat did not start reading; see {logs}")
+            time.sleep(0.05)
+        print("ready", *(reader.process.pid for reader in readers), flush=True)
+        with selectors.DefaultSelector() as selector:
+            for reader in readers:
+                selector.register(reader.fd, selectors.EVENT_READ, reader)
+            while selector.get_map() and time.time() < deadline:
+                for key, _events in selector.select(timeout=0.2):
+                    lines = key.data.read_lines()
+                    if lines is None:
+                        selector.unregister(key.fd)
+                    else:
+                        recorder.received_lines(time.time(), lines)
     finally:
-        await consumer.stop()
-    return recorder.summary(expect)
+        for reader in readers:
+            reader.close()
+    return recorder.summary(sum(counts.values()))
+
+
+async def _partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
+    return {topic: len(await partitions_of(bootstrap, topic)) for topic in topics}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.latency")
     parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--topic", action="append", required=True)
-    parser.add_argument("--expect", type=int, required=True)
+    parser.add_argument("--topic", action="append", required=True, help="TOPIC=COUNT: read COUNT records of TOPIC")
     parser.add_argument("--deadline", type=float, required=True, help="stop at this epoch time even if short")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--logs", type=Path, required=True, help="kcat's stderr goes here")
     args = parser.parse_args(argv)
-    figures = asyncio.run(measure(args.bootstrap, args.topic, args.expect, args.deadline))
-    args.out.write_text(json.dumps(figures))
+    counts = {topic: int(count) for topic, _, count in (spec.rpartition("=") for spec in args.topic)}
+    args.out.write_text(json.dumps(measure(args.bootstrap, counts, args.deadline, args.logs)))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The tool commands of the sidecar app: ``faust -A hyperdata_sidecar generate | replay | verify``.
+"""The commands of the sidecar app: ``faust -A hyperdata_sidecar topics | files | generate | replay | verify``.
 
 A thin layer: options in, one call into ``hyperdata_sidecar.tools``, a summary out. Each command
 runs on its own event loop (no Faust worker is started), prints an error as one line on stderr
@@ -13,6 +13,8 @@ import json
 import logging
 import math
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
@@ -23,6 +25,7 @@ from faust.cli import option
 from faust.cli.base import AppCommand
 
 from hyperdata_sidecar.config import load_settings
+from hyperdata_sidecar.topics import apply_contract, load_contract
 from hyperdata_sidecar.tools.generate import BAD_KINDS, generate_corpus, parse_start
 from hyperdata_sidecar.tools.replay import replay as run_replay
 from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
@@ -71,6 +74,14 @@ class ToolCommand(AppCommand):
             client_log.setLevel(previous)
 
 
+def _fetch(url: str) -> Any:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.loads(response.read())
+    except (urllib.error.URLError, OSError) as exc:
+        raise RuntimeError(f"no worker answers at {url} ({exc}); is `faust -A hyperdata_sidecar worker` running?") from None
+
+
 def parse_table_numbers(text: str | None, *, what: str) -> int | dict[str, float] | None:
     """``"N"`` → N, ``"fills=5,book_diffs=100"`` → {table dir: number}; table names may be the
     dir names or book_diffs / order_statuses / fills. Raises click.BadParameter."""
@@ -112,7 +123,41 @@ def parse_speed(text: str | None) -> float | None:
 
 
 def install_commands(app: faust.App) -> None:
-    """Register the ``generate``, ``replay`` and ``verify`` commands on ``app``."""
+    """Register the ``topics``, ``files``, ``generate``, ``replay`` and ``verify`` commands on ``app``."""
+
+    @app.command(base=ToolCommand)
+    async def topics(self: ToolCommand) -> int:
+        """Apply the topic contract (topics.toml + TOPIC_* env) to KAFKA_BOOTSTRAP; idempotent."""
+        settings = load_settings()
+        outcomes = await apply_contract(
+            settings.kafka_bootstrap,
+            load_contract(),
+            replication_factor=settings.topic_replication_factor,
+            admin_kwargs=settings.security.client_kwargs(),
+        )
+        for outcome in outcomes:
+            print(outcome.describe())
+        return 0
+
+    @app.command(
+        option("--url", default=None, help="A running worker's web server (default: http://127.0.0.1:$WEB_PORT)."),
+        option("--json", "as_json", is_flag=True, default=False, help="Print the raw JSON."),
+        base=ToolCommand,
+    )
+    async def files(self: ToolCommand, url: str | None, as_json: bool) -> int:
+        """Print the tracked files of a running worker: offset, size, lag, lines and state."""
+        base = url or f"http://127.0.0.1:{load_settings().web_port}"
+        body = await asyncio.to_thread(_fetch, f"{base.rstrip('/')}/sidecar/files/")
+        if as_json:
+            print(json.dumps(body, indent=2))
+            return 0
+        print(f"{'path':48} {'state':14} {'offset':>14} {'size':>14} {'lag':>10} {'lines':>10} {'dlq':>6}")
+        for row in body["files"]:
+            print(
+                f"{row['path']:48} {row['state']:14} {row['offset']:>14,} {row['size']:>14,} "
+                f"{row['lag_bytes']:>10,} {row['lines']:>10,} {row['dlq_lines']:>6,}"
+            )
+        return 0
 
     @app.command(
         option(

@@ -11,8 +11,22 @@ import sys
 import faust
 
 from hyperdata_sidecar.commands import install_commands
-from hyperdata_sidecar.config import ConfigError, Settings, load_settings
+from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
 from hyperdata_sidecar.plugin import install
+
+
+class SidecarApp(faust.App):
+    """The standalone app: checks the file system settings before the worker touches Kafka."""
+
+    sidecar_settings: Settings
+
+    async def on_first_start(self) -> None:
+        try:
+            check_runtime(self.sidecar_settings)
+        except ConfigError as exc:
+            print(f"hyperdata-sidecar: configuration error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        await super().on_first_start()
 
 
 def create_app(settings: Settings | None = None) -> faust.App:
@@ -21,7 +35,7 @@ def create_app(settings: Settings | None = None) -> faust.App:
     app_id = f"hyperdata-sidecar-{settings.node_id}"
     # Faust creates its data dir but not the parents; a lost state dir must not stop a restart.
     settings.state_path.mkdir(parents=True, exist_ok=True)
-    app = faust.App(
+    app = SidecarApp(
         app_id,
         broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",")],
         broker_credentials=_credentials(settings),
@@ -34,6 +48,7 @@ def create_app(settings: Settings | None = None) -> faust.App:
         consumer_auto_offset_reset="earliest",
         autodiscover=False,
     )
+    app.sidecar_settings = settings
     install(app, settings)
     install_commands(app)
     return app

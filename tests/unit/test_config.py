@@ -1,0 +1,87 @@
+"""Settings: faust.ini defaults, environment overrides, one clear error naming the setting."""
+
+from __future__ import annotations
+
+import configparser
+from pathlib import Path
+
+import pytest
+
+from hyperdata_sidecar.config import DEFAULTS, ConfigError, check_runtime, load_settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_shipped_faust_ini_holds_exactly_the_built_in_defaults():
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str
+    parser.read(REPO / "faust.ini")
+    assert dict(parser["sidecar"]) == DEFAULTS
+
+
+def test_contract_defaults_apply_without_any_configuration(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings({})
+    assert settings.watch_dir == Path("/watch")
+    assert settings.kafka_bootstrap == "kafka:29092"
+    assert settings.poll_interval_s == 0.25
+    assert settings.backup_sink == "local"
+    assert settings.topics["node_fills_streaming"] == "hyperliquid.fills"
+    assert settings.node_id  # the host name
+
+
+def test_environment_overrides_the_config_file(tmp_path):
+    ini = tmp_path / "sidecar.ini"
+    ini.write_text("[sidecar]\nPOLL_INTERVAL_MS = 500\nNODE_ID = from-file\n")
+    settings = load_settings({"SIDECAR_CONFIG": str(ini), "NODE_ID": "from-env"})
+    assert settings.poll_interval_s == 0.5
+    assert settings.node_id == "from-env"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("POLL_INTERVAL_MS", "fast"),
+        ("POLL_INTERVAL_MS", "0"),
+        ("BACKUP_SINK", "s3"),
+        ("INITIAL_POSITION", "middle"),
+        ("WEB_PORT", "70000"),
+        ("NODE_ID", "node/1"),
+        ("TOPICS_APPLY_ON_START", "maybe"),
+        ("KAFKA_SECURITY_PROTOCOL", "SASL_SSL"),  # without a mechanism
+    ],
+)
+def test_a_bad_value_is_one_error_naming_its_setting(name, value, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load_settings({name: value})
+    expected = "KAFKA_SASL_MECHANISM" if name == "KAFKA_SECURITY_PROTOCOL" else name
+    assert err.value.setting == expected
+    assert str(err.value).startswith(f"{expected}: ") and "\n" not in str(err.value)
+
+
+def test_an_unknown_key_in_the_config_file_is_an_error(tmp_path):
+    ini = tmp_path / "sidecar.ini"
+    ini.write_text("[sidecar]\nPOLL_INTERVAL = 5\n")
+    with pytest.raises(ConfigError, match="POLL_INTERVAL"):
+        load_settings({"SIDECAR_CONFIG": str(ini)})
+
+
+def test_a_missing_watch_dir_stops_the_start(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="WATCH_DIR"):
+        check_runtime(load_settings({"WATCH_DIR": str(tmp_path / "nope")}))
+
+
+def test_a_backup_dir_inside_the_watch_dir_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="BACKUP_DIR"):
+        check_runtime(load_settings({"WATCH_DIR": str(tmp_path), "BACKUP_DIR": str(tmp_path / "backups")}))
+
+
+def test_the_public_summary_never_shows_the_sasl_password(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(
+        {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_PASSWORD": "hunter2"}
+    )
+    assert "hunter2" not in repr(settings.public_summary()) and "hunter2" not in repr(settings)
