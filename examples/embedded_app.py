@@ -7,7 +7,7 @@ Run it as a worker, with the sidecar's settings in the environment (or a ``faust
 What it shows:
 
 - :func:`hyperdata_sidecar.plugin.install` puts the whole sidecar on this app: its topics, the
-  ``sidecar-*`` tables, one poll timer per node table, its agents, its runtime service and its web
+  ``sidecar-*`` tables, one polling loop per node table, its agents, its runtime service and its web
   pages (``/``, ``/metrics``, ``/healthz``, ``/readyz``, ``/sidecar/...``). Every one of them is
   named ``hyperdata_sidecar.*`` or ``sidecar-*``, so they do not collide with the host's own.
 - The host keeps its own agent, table and page: ``fills_counter.count`` counts the fills lines the

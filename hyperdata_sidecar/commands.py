@@ -131,7 +131,7 @@ def install_commands(app: faust.App) -> None:
         settings = load_settings()
         outcomes = await apply_contract(
             settings.kafka_bootstrap,
-            load_contract(),
+            load_contract(settings.topic_names()),
             replication_factor=settings.topic_replication_factor,
             admin_kwargs=settings.security.client_kwargs(),
         )

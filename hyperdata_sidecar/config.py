@@ -129,6 +129,11 @@ class Settings:
     def topic_for(self, spec: TableSpec) -> str:
         return self.topics[spec.dir_name]
 
+    def topic_names(self) -> dict[str, str]:
+        """Topic names by their setting (``TOPIC_*``), as the topic contract resolves them."""
+        names = {spec.topic_env: self.topics[spec.dir_name] for spec in TABLES}
+        return {**names, "TOPIC_SEALS": self.topic_seals, "TOPIC_DLQ": self.topic_dlq}
+
     def public_summary(self) -> dict[str, object]:
         """The configuration in effect, safe to log or serve (no secrets)."""
         return {

@@ -106,7 +106,7 @@ class Sidecar:
                 if self.settings.topics_apply_on_start:
                     await apply_contract(
                         self.settings.kafka_bootstrap,
-                        load_contract(),
+                        load_contract(self.settings.topic_names()),
                         replication_factor=self.settings.topic_replication_factor,
                         admin_kwargs=self.settings.security.client_kwargs(),
                     )

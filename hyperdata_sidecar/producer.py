@@ -14,12 +14,12 @@ from typing import Sequence
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from hyperdata_sidecar.topics import load_contract, producer_max_request_size
+
 Header = tuple[str, bytes]
 #: One record ready to send: key, value, headers.
 Record = tuple[bytes, bytes, list[Header]]  # aiokafka's C batch builder wants a list
 
-#: Largest record the data topics accept (their max.message.bytes) plus room for batch framing.
-MAX_REQUEST_BYTES = 9 * 1024 * 1024
 
 
 class PublishError(Exception):
@@ -53,7 +53,7 @@ class DataPlaneProducer:
             compression_type="zstd",
             linger_ms=linger_ms,
             max_batch_size=batch_bytes,
-            max_request_size=MAX_REQUEST_BYTES,
+            max_request_size=producer_max_request_size(load_contract({})),
             request_timeout_ms=30_000,
             retry_backoff_ms=200,
             **client_kwargs,

@@ -1,0 +1,297 @@
+"""What every fault drill needs: its context, its result, and async ways to watch a live worker.
+
+A drill breaks something real under a running sidecar (a worker process, the broker, the state
+dir, the watched files), measures what it sees, and lets the no-loss verifier decide. It returns a
+:class:`DrillResult`: named checks, lost and duplicate counts, a recovery time and notes. The CI
+tests assert on it; ``scripts/drills.py`` prints it as a table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+from sidecar_run import Sidecar
+from worker_process import WorkerProcess
+
+from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.devkafka import LocalKafka
+from hyperdata_sidecar.tools.expected import hour_files, value_digest
+from hyperdata_sidecar.tools.reconcile import DataRecord, DlqRecord, Observed, SealRecord, parse_reference
+from hyperdata_sidecar.tools.report import VerifyReport
+from hyperdata_sidecar.tools.verify import DLQ, SEALS
+
+WAIT_S = 120.0
+POLL_S = 0.25
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class DrillError(AssertionError):
+    """A drill could not run to its end (a worker died, a condition never came); the message says why."""
+
+
+# ---------------------------------------------------------------------------- context and result
+
+
+@dataclass
+class DrillContext:
+    """Where a drill runs: a broker, an empty directory of its own and a topic prefix no one else uses.
+
+    ``broker`` is given to drills that stop and start it (they start it again before they return).
+    ``worker_env`` is added to every worker's environment.
+    """
+
+    bootstrap: str
+    root: Path
+    prefix: str
+    broker: LocalKafka | None = None
+    worker_env: Mapping[str, str] = field(default_factory=dict)
+
+    def sidecar(self, name: str = "node", **overrides: str) -> Sidecar:
+        """A sidecar rooted at ``root/name`` (its own watch, state and backup dirs) on the drill's topics."""
+        return Sidecar(self.root / name, self.bootstrap, self.prefix, **{**self.worker_env, **overrides})
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class DrillResult:
+    """What one drill found. ``observed`` drills document behaviour that is not defined yet: never "pass"."""
+
+    number: int
+    title: str
+    checks: list[Check] = field(default_factory=list)
+    lost: int | None = None
+    duplicates: int | None = None
+    recovery_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+    observed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def outcome(self) -> str:
+        if not self.ok:
+            return "FAIL"
+        return "observed" if self.observed else "pass"
+
+    def check(self, name: str, passed: bool, detail: str = "") -> bool:
+        self.checks.append(Check(name, bool(passed), detail))
+        return bool(passed)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def verified(self, report: VerifyReport, *, allowed_duplicates: int = 0, label: str = "") -> None:
+        """Fold a verifier report in: lost/duplicate counts (summed over reports) and one check each."""
+        lost = report.count("lost") + report.count("dlq_missing")
+        self.lost = (self.lost or 0) + lost
+        self.duplicates = (self.duplicates or 0) + report.duplicates
+        prefix = f"{label}: " if label else ""
+        self.check(f"{prefix}nothing lost, wrong or sealed twice", report.failures == 0, report.summary())
+        self.check(
+            f"{prefix}duplicates {report.duplicates} <= {allowed_duplicates}",
+            report.duplicates <= allowed_duplicates,
+            report.summary(),
+        )
+
+    def describe(self) -> str:
+        lines = [f"drill {self.number} ({self.title}): {self.outcome}"]
+        for c in self.checks:
+            lines.append(f"  [{'ok' if c.passed else 'FAILED'}] {c.name}")
+            if not c.passed and c.detail:
+                lines.extend(f"      {line}" for line in c.detail.splitlines()[-40:])
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- a live worker
+
+
+def pid(worker: WorkerProcess) -> int:
+    assert worker._process is not None
+    return worker._process.pid
+
+
+def exit_code(worker: WorkerProcess) -> int | None:
+    return None if worker._process is None else worker._process.poll()
+
+
+def kill(worker: WorkerProcess) -> None:
+    """SIGKILL the worker (its whole process group) and reap it."""
+    os.killpg(pid(worker), signal.SIGKILL)
+    worker._process.wait()
+
+
+async def terminate(worker: WorkerProcess, bound_s: float) -> tuple[int | None, float]:
+    """SIGTERM the worker; (exit code or None if still running after ``bound_s``, seconds waited)."""
+    started = time.monotonic()
+    worker._process.send_signal(signal.SIGTERM)
+    while time.monotonic() - started < bound_s:
+        code = worker._process.poll()
+        if code is not None:
+            return code, time.monotonic() - started
+        await asyncio.sleep(0.05)
+    return None, time.monotonic() - started
+
+
+async def wait_for(worker: WorkerProcess | None, condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> float:
+    """Poll ``condition`` (run in a thread: it may do HTTP) until it holds; returns the seconds it took.
+
+    Raises :class:`DrillError` naming ``what`` if the worker exits first or ``timeout_s`` passes.
+    """
+    started = time.monotonic()
+    while True:
+        if worker is not None and exit_code(worker) is not None:
+            raise DrillError(f"worker exited ({exit_code(worker)}) while waiting for {what}:\n{worker.log_tail()}")
+        if await asyncio.to_thread(_holds, condition):
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout_s:
+            tail = worker.log_tail() if worker is not None else ""
+            raise DrillError(f"gave up after {timeout_s:.0f}s waiting for {what}\n{tail}")
+        await asyncio.sleep(POLL_S)
+
+
+def _holds(condition: Callable[[], bool]) -> bool:
+    try:
+        return bool(condition())
+    except (AssertionError, ValueError, KeyError, OSError):
+        return False  # not there yet: a page not served, a file not written
+
+
+def metric(worker: WorkerProcess, name: str) -> list[tuple[dict[str, str], float]]:
+    """(labels, value) of every sample named ``name`` on the worker's /metrics; [] when it does not answer."""
+    status, _type, body = worker.get("/metrics")
+    if status != 200:
+        return []
+    return [
+        (sample.labels, sample.value)
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+        if sample.name == name
+    ]
+
+
+def metric_value(worker: WorkerProcess, name: str, **labels: str) -> float:
+    """Sum of the samples of ``name`` whose labels include ``labels`` (0 when there are none)."""
+    return sum(value for found, value in metric(worker, name) if labels.items() <= found.items())
+
+
+def is_ready(worker: WorkerProcess) -> bool:
+    return worker.get("/readyz")[0] == 200
+
+
+def caught_up(worker: WorkerProcess, watch: Path) -> bool:
+    """Ready, and every table's tail gauge is on its newest file with nothing left to publish.
+
+    Files are worked in hour order, so a zero lag on the newest file means every older one is done.
+    """
+    if not is_ready(worker):
+        return False
+    lag = {labels["table"]: (labels["file"], value) for labels, value in metric(worker, "hyperdata_sidecar_tail_offset_lag_bytes")}
+    for spec in TABLES:
+        files = hour_files(watch, spec.dir_name)
+        if files and lag.get(spec.dir_name) != (files[-1].relpath, 0.0):
+            return False
+    return True
+
+
+def rss_kib(process_id: int) -> int:
+    with open(f"/proc/{process_id}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise ValueError(f"no VmRSS for {process_id}")
+
+
+def cpu_s(process_id: int) -> float:
+    """User + system CPU seconds the process has used so far."""
+    with open(f"/proc/{process_id}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def log_lines(sidecar: Sidecar) -> int:
+    with open(sidecar.root / "run" / "worker.log", "rb") as log:
+        return sum(1 for _ in log)
+
+
+# ---------------------------------------------------------------------------- the topics, from a point on
+
+
+async def end_offsets(bootstrap: str, topics: Mapping[str, str]) -> dict[TopicPartition, int]:
+    """End offset of every partition of the sidecar's topics (role → name) now."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        await consumer.topics()  # one metadata round trip, so partitions_for_topic knows every topic
+        partitions = [
+            TopicPartition(name, p)
+            for name in sorted(set(topics.values()))
+            for p in sorted(consumer.partitions_for_topic(name) or ())
+        ]
+        return await consumer.end_offsets(partitions)
+    finally:
+        await consumer.stop()
+
+
+async def records_since(bootstrap: str, topics: Mapping[str, str], since: Mapping[TopicPartition, int]) -> Observed:
+    """Every record of the sidecar's topics from ``since`` to the end offsets of now, as the verifier keeps them."""
+    tables = {topics[spec.dir_name]: spec.dir_name for spec in TABLES}
+    observed = Observed(topic_tables=tables)
+    for tp in since:
+        if tp.topic in tables:
+            observed.partitions[tp.topic] = observed.partitions.get(tp.topic, 0) + 1
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(list(since))
+        ends = await consumer.end_offsets(list(since))
+        for tp, offset in since.items():
+            consumer.seek(tp, offset)
+        remaining = {tp for tp in since if since[tp] < ends[tp]}
+        deadline = time.monotonic() + WAIT_S
+        while remaining and time.monotonic() < deadline:
+            for tp, messages in (await consumer.getmany(*remaining, timeout_ms=1000)).items():
+                for message in messages:
+                    if message.offset < ends[tp]:
+                        _keep(observed, topics, message)
+                if await consumer.position(tp) >= ends[tp]:
+                    remaining.discard(tp)
+        if remaining:
+            raise DrillError(f"could not read {sorted(map(str, remaining))} to their end offsets")
+    finally:
+        await consumer.stop()
+    return observed
+
+
+def _keep(observed: Observed, topics: Mapping[str, str], message) -> None:
+    headers = dict(message.headers or ())
+    value = message.value or b""
+    source = headers["source"].decode() if "source" in headers else None
+    offset = int(headers["offset"]) if "offset" in headers else None
+    if message.topic in observed.topic_tables:
+        observed.data.append(
+            DataRecord(message.topic, message.partition, message.offset, message.key, source, offset, headers.get("line_id"), value_digest(value))
+        )
+    elif message.topic == topics[DLQ]:
+        reason = headers["reason"].decode() if "reason" in headers else None
+        observed.dlq.append(
+            DlqRecord(message.partition, message.offset, message.key, source, offset, reason, value_digest(value), parse_reference(value))
+        )
+    elif message.topic == topics[SEALS]:
+        observed.seals.append(SealRecord(message.partition, message.offset, message.key, value))
