@@ -47,15 +47,17 @@ class LatencyHistogram:
         self.min_s = float("inf")
         self.total_s = 0.0
 
-    def add(self, seconds: float) -> None:
-        ms = int(seconds * 1000)
-        self.counts[min(max(ms, 0), _HISTOGRAM_MS)] += 1
-        self.n += 1
-        self.total_s += seconds
-        if seconds > self.max_s:
-            self.max_s = seconds
-        if seconds < self.min_s:
-            self.min_s = seconds
+    def add_all(self, values: list[float]) -> None:
+        if not values:
+            return
+        counts = self.counts
+        for seconds in values:
+            ms = int(seconds * 1000)
+            counts[ms if 0 <= ms < _HISTOGRAM_MS else (0 if ms < 0 else _HISTOGRAM_MS)] += 1
+        self.n += len(values)
+        self.total_s += sum(values)
+        self.max_s = max(self.max_s, max(values))
+        self.min_s = min(self.min_s, min(values))
 
     def percentile(self, q: float) -> float:
         """The ``q`` quantile (0..1) in seconds, to the millisecond (the upper edge of its slot)."""
@@ -116,24 +118,28 @@ class LatencyRecorder:
         if self.first_at is None:
             self.first_at = now
         self.last_at = now
-        second = int(now - self.first_at)
-        self.by_second.extend([0, 0.0, 0.0] for _ in range(second + 1 - len(self.by_second)))
-        bucket = self.by_second[second]
+        appended, created = [], []
+        parse = self.parse
         for line in lines:
             created_ms, _, value = line.partition(b" ")
             try:
-                appended = self.parse(value)
-                created = int(created_ms) / 1000
+                created_s = int(created_ms) / 1000
+                appended.append(parse(value))
             except ValueError:
                 self.unparsed += 1
                 continue
-            latency = now - appended
-            self.total.add(latency)
-            self.sidecar.add(created - appended)
-            self.delivery.add(now - created)
-            bucket[0] += 1
-            bucket[1] += latency
-            bucket[2] = max(bucket[2], latency)
+            created.append(created_s)
+        totals = [now - a for a in appended]
+        self.total.add_all(totals)
+        self.sidecar.add_all([c - a for c, a in zip(created, appended)])
+        self.delivery.add_all([now - c for c in created])
+        if totals:
+            second = int(now - self.first_at)
+            self.by_second.extend([0, 0.0, 0.0] for _ in range(second + 1 - len(self.by_second)))
+            bucket = self.by_second[second]
+            bucket[0] += len(totals)
+            bucket[1] += sum(totals)
+            bucket[2] = max(bucket[2], max(totals))
 
     def summary(self, expect: int) -> dict[str, object]:
         return {
@@ -180,9 +186,14 @@ class TopicReader:
         return data[:cut].splitlines()
 
     def close(self) -> None:
+        self.process.stdout.close()  # a kcat blocked writing to us gets EPIPE and exits
         if self.process.poll() is None:
             self.process.terminate()
-        self.process.wait(30)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
 
 
 def measure(bootstrap: str, counts: dict[str, int], deadline: float, logs: Path) -> dict[str, object]:
@@ -192,22 +203,21 @@ def measure(bootstrap: str, counts: dict[str, int], deadline: float, logs: Path)
     partitions = asyncio.run(_partition_counts(bootstrap, list(counts)))
     readers = [TopicReader(kcat, bootstrap, topic, count, logs) for topic, count in counts.items()]
     recorder = LatencyRecorder()
+    ready = False
     try:
-        while not all(reader.at_end_of(partitions[reader.topic]) for reader in readers):
-            if time.time() > deadline or any(reader.process.poll() is not None for reader in readers):
-                raise SystemExit(f"kcat did not start reading; see {logs}")
-            time.sleep(0.05)
-        print("ready", *(reader.process.pid for reader in readers), flush=True)
         with selectors.DefaultSelector() as selector:
             for reader in readers:
                 selector.register(reader.fd, selectors.EVENT_READ, reader)
             while selector.get_map() and time.time() < deadline:
-                for key, _events in selector.select(timeout=0.2):
+                for key, _events in selector.select(timeout=0.05):
                     lines = key.data.read_lines()
                     if lines is None:
                         selector.unregister(key.fd)
                     else:
                         recorder.received_lines(time.time(), lines)
+                if not ready and all(reader.at_end_of(partitions[reader.topic]) for reader in readers):
+                    ready = True
+                    print("ready", *(reader.process.pid for reader in readers), flush=True)
     finally:
         for reader in readers:
             reader.close()

@@ -13,6 +13,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from bench import targets
 from bench.context import RunContext, ScenarioResult
@@ -37,7 +38,7 @@ def run(ctx: RunContext) -> ScenarioResult:
     consumer = tap = None
     try:
         worker.wait_for_event("startup", timeout_s=180)
-        consumer = _start_consumer(ctx, worker, root, corpus.lines, deadline=time.time() + options.live_s * 3 + 120)
+        consumer, readers = _start_consumer(ctx, worker, root, lines, deadline=time.time() + options.live_s * 3 + 120)
         children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         tap = subprocess.Popen(
             [sys.executable, "-m", "bench.tap", str(root / "corpus"), str(worker.watch), "--summary", str(root / "tap.json"),
@@ -45,6 +46,7 @@ def run(ctx: RunContext) -> ScenarioResult:
             cwd=REPO,
         )
         pids = {"sidecar": worker.pid, "tap": tap.pid, "consumer": consumer.pid}
+        pids.update({f"consumer kcat {n}": pid for n, pid in enumerate(readers, 1)})
         if ctx.broker.pid is not None:
             pids["broker"] = ctx.broker.pid
         cpu = CpuWindow(pids).start()
@@ -74,6 +76,8 @@ def run(ctx: RunContext) -> ScenarioResult:
     shares = cpu.to_dict()["cpu_pct_of_one_core"]
     # The tap has exited by the end of the window: its own rusage is exact where the last /proc sample is not.
     shares["tap"] = round(100 * tap_cpu / cpu.wall_s, 1)
+    shares["consumer"] = round(sum(share for name, share in shares.items() if name.startswith("consumer")), 1)
+    shares["other processes"] = round(cpu.machine_share() - sum(shares[name] for name in ("sidecar", "tap", "consumer", "broker") if name in shares), 1)
     result.details = {
         "seconds": options.live_s,
         "tap_cadence_s": options.tap_cadence_s,
@@ -94,23 +98,26 @@ def run(ctx: RunContext) -> ScenarioResult:
     result.row("of which CreateTime→receive p50 / p99", f"{delivery_part['p50_s']:.3f} / {delivery_part['p99_s']:.3f} s")
     result.row("sidecar CPU share", f"{shares['sidecar']:.0f}% of one core", f"≤ {targets.LIVE_CPU_PCT:.0f}%",
                shares["sidecar"] <= targets.LIVE_CPU_PCT)
-    others = ", ".join(f"{name} {shares[name]:.0f}%" for name in ("tap", "consumer", "broker") if name in shares)
+    others = ", ".join(f"{name} {shares[name]:.0f}%" for name in ("tap", "consumer", "broker", "other processes") if name in shares)
     result.row("others' CPU share", others)
     result.row("machine CPU (all processes)", f"{cpu.machine_share():.0f}% of 200%")
     return result
 
 
-def _start_consumer(ctx: RunContext, worker: SidecarWorker, root, expect: int, deadline: float) -> subprocess.Popen:
-    command = [sys.executable, "-m", "bench.latency", "--bootstrap", ctx.broker.bootstrap, "--expect", str(expect),
-               "--deadline", str(deadline), "--out", str(root / "latency.json")]
+def _start_consumer(
+    ctx: RunContext, worker: SidecarWorker, root: Path, lines: dict[str, int], deadline: float
+) -> tuple[subprocess.Popen, list[int]]:
+    """The latency consumer, once it reads every data topic; (its process, its kcat pids)."""
+    command = [sys.executable, "-m", "bench.latency", "--bootstrap", ctx.broker.bootstrap, "--deadline", str(deadline),
+               "--out", str(root / "latency.json"), "--logs", str(root)]
     for spec in TABLES:
-        command += ["--topic", worker.topic(spec.topic_env)]
+        command += ["--topic", f"{worker.topic(spec.topic_env)}={lines[spec.dir_name]}"]
     consumer = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
-    ready = consumer.stdout.readline().strip()
-    if ready != "ready":
+    ready = consumer.stdout.readline().split()
+    if not ready or ready[0] != "ready":
         consumer.wait(30)
-        raise BenchError(f"the latency consumer did not start (exit {consumer.returncode})")
-    return consumer
+        raise BenchError(f"the latency consumer did not start (exit {consumer.returncode}); see {root}")
+    return consumer, [int(pid) for pid in ready[1:]]
 
 
 def _children_cpu_since(before: resource.struct_rusage) -> float:

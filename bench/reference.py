@@ -25,8 +25,8 @@ from bench.procstat import CpuWindow
 from bench.worker import BenchError, topic_names
 from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TABLES
-from hyperdata_sidecar.producer import MAX_REQUEST_BYTES
 from hyperdata_sidecar.tools.generate import CorpusSummary, FileSummary
+from hyperdata_sidecar.topics import load_contract, producer_max_request_size
 
 KCAT_SETTINGS = (
     "compression.codec=zstd",
@@ -35,7 +35,7 @@ KCAT_SETTINGS = (
     "linger.ms=5",
     "batch.size=1048576",
     "partitioner=murmur2_random",  # Kafka's Java default for keyed records, as the sidecar computes it
-    f"message.max.bytes={MAX_REQUEST_BYTES}",
+    f"message.max.bytes={producer_max_request_size(load_contract())}",
 )
 
 

@@ -161,6 +161,7 @@ class Sidecar:
             self.log.info(
                 "startup",
                 config=self.settings.public_summary(),
+                files_discovered={table: len(tailer.discovered()) for table, tailer in self.tailers.items()},
                 resume_points={path: c.byte_offset for files in stored.values() for path, c in files.items()},
             )
 

@@ -31,7 +31,7 @@ from hyperdata_sidecar.core.splitter import Line, LineSplitter, OversizeLine
 from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.digest import RunningDigest, last_line_start, read_chunk, read_head
 from hyperdata_sidecar.logs import EventLog
-from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.metrics import SidecarMetrics, block_time_to_epoch
 from hyperdata_sidecar.producer import DataPlaneProducer, Outbox, PublishError, Record
 
 HEAD_BYTES = 64  # enough of the first line (its local_time has ns precision) to tell a replaced file
@@ -160,6 +160,10 @@ class TableTailer:
                 break
         self.host.metrics.set_files_tailed(self.spec.dir_name, len(self.files))
         self.host.metrics.poll_cycle(self.spec.dir_name, time.perf_counter() - started)
+
+    def discovered(self) -> list[str]:
+        """The hour files of this table on disk now, oldest first (for the startup summary)."""
+        return [hour.relpath for hour in self._scan()]
 
     def _scan(self) -> list[HourFile]:
         """Hour files of this table on disk, oldest first. A missing table dir is waited for."""
@@ -456,7 +460,17 @@ class TableTailer:
         tracked.cursor = cursor.with_changes(head=tracked.head)
         if lines:
             self.host.metrics.lines_published(self.spec.dir_name, lines, newest_block_time)
+            self._warn_if_behind(newest_block_time)
         await self.host.checkpoint(tracked.cursor)
+
+    def _warn_if_behind(self, block_time: str | None) -> None:
+        epoch = block_time_to_epoch(block_time) if block_time else None
+        lag = time.time() - epoch if epoch is not None else 0.0
+        if lag > self.settings.lag_warn_seconds:
+            table = self.spec.dir_name
+            self.host.log.limited(
+                logging.WARNING, "publish_lag", table, 30.0, table=table, lag_seconds=round(lag, 1), block_time=block_time
+            )
 
     async def _finalize(self, tracked: TrackedFile, size: int) -> None:
         """Flush the unterminated tail to the DLQ, complete the digest, hand the file to the sealers."""

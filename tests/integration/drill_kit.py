@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 from sidecar_run import Sidecar
 from worker_process import WorkerProcess
@@ -235,15 +236,16 @@ def log_lines(sidecar: Sidecar) -> int:
 
 async def end_offsets(bootstrap: str, topics: Mapping[str, str]) -> dict[TopicPartition, int]:
     """End offset of every partition of the sidecar's topics (role → name) now."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        described = await admin.describe_topics(sorted(set(topics.values())))
+    finally:
+        await admin.close()
+    partitions = [TopicPartition(t["topic"], p["partition"]) for t in described for p in t["partitions"]]
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        await consumer.topics()  # one metadata round trip, so partitions_for_topic knows every topic
-        partitions = [
-            TopicPartition(name, p)
-            for name in sorted(set(topics.values()))
-            for p in sorted(consumer.partitions_for_topic(name) or ())
-        ]
         return await consumer.end_offsets(partitions)
     finally:
         await consumer.stop()
@@ -256,6 +258,8 @@ async def records_since(bootstrap: str, topics: Mapping[str, str], since: Mappin
     for tp in since:
         if tp.topic in tables:
             observed.partitions[tp.topic] = observed.partitions.get(tp.topic, 0) + 1
+    if not since:
+        raise DrillError("no partitions to read")
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:

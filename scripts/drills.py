@@ -1,0 +1,134 @@
+"""Runs the fault drills of docs/reliability.md against a Kafka broker of its own and prints the table.
+
+    python scripts/drills.py                  # all eleven drills at full scale (about an hour)
+    python scripts/drills.py --only 2,5       # some of them
+    python scripts/drills.py --small          # the CI scale: a quick look that everything still runs
+    python scripts/drills.py --markdown out.md
+
+The drills live in tests/integration/drills.py (the CI tests run the fast ones at small scale);
+this runner starts a LocalKafka in ``--work-dir`` (wiped first) on a port below the kernel's
+ephemeral range, so a client retrying against the stopped broker cannot take its port. Exit
+status: 0 when no drill failed ("observed" drills document behaviour and do not fail).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import socket
+import sys
+import time
+import traceback
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+
+from drill_kit import DrillContext, DrillResult  # noqa: E402
+from drills import DRILLS, Drill  # noqa: E402
+
+from hyperdata_sidecar.devkafka import LocalKafka  # noqa: E402
+
+HEADER = ("drill", "outcome", "lost", "duplicates", "recovery", "took")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/drills.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="", help="comma-separated drill numbers (default: all)")
+    parser.add_argument("--small", action="store_true", help="run at the CI scale instead of the full one")
+    parser.add_argument("--work-dir", type=Path, default=REPO / "var" / "drills", help="broker and drill dirs (wiped first)")
+    parser.add_argument("--port", type=int, default=None, help="broker port (default: a free one below the ephemeral range)")
+    parser.add_argument("--markdown", type=Path, default=None, help="also write the table and notes as markdown here")
+    args = parser.parse_args(argv)
+    wanted = {int(n) for n in args.only.split(",") if n.strip()} or {d.number for d in DRILLS}
+    results = asyncio.run(run_all([d for d in DRILLS if d.number in wanted], args.work_dir, args.port, full=not args.small))
+    print()
+    print(table(results))
+    for result, _took in results:
+        print()
+        print(result.describe())
+    if args.markdown is not None:
+        args.markdown.write_text(markdown(results))
+    return 1 if any(r.outcome == "FAIL" for r, _ in results) else 0
+
+
+async def run_all(drills: list[Drill], work_dir: Path, port: int | None, *, full: bool) -> list[tuple[DrillResult, float]]:
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    port = port or _low_free_port()
+    broker = LocalKafka(work_dir / "kafka", port=port, controller_port=_low_free_port(exclude={port}))
+    await asyncio.to_thread(broker.start)
+    results = []
+    try:
+        for drill in drills:
+            ctx = DrillContext(broker.bootstrap, work_dir / f"drill-{drill.number}", f"drill{drill.number}-{uuid.uuid4().hex[:6]}.", broker=broker)
+            ctx.root.mkdir()
+            print(f"== drill {drill.number}: {drill.run.__name__} ...", flush=True)
+            started = time.monotonic()
+            result = await run_one(drill, ctx, full=full)
+            took = time.monotonic() - started
+            print(f"   {result.outcome} in {took:.0f}s", flush=True)
+            results.append((result, took))
+            if not broker.is_running():
+                await asyncio.to_thread(broker.start)
+    finally:
+        await asyncio.to_thread(broker.stop)
+    return results
+
+
+async def run_one(drill: Drill, ctx: DrillContext, *, full: bool) -> DrillResult:
+    try:
+        return await drill.run(ctx, **(drill.full if full else {}))
+    except BaseException as exc:  # pytest.fail's exception is a BaseException too; one drill must not end the run
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        result = DrillResult(drill.number, drill.run.__name__)
+        result.check("the drill ran to its end", False, "".join(traceback.format_exception(exc))[-3000:])
+        return result
+
+
+def _low_free_port(exclude: set[int] = frozenset()) -> int:
+    """A free port below the ephemeral range (32768+): connect() never picks it as a source port."""
+    for port in range(29000, 32000):
+        if port in exclude:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 29000-31999")
+
+
+def rows(results: list[tuple[DrillResult, float]]) -> list[tuple[str, ...]]:
+    def count(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    out = []
+    for result, took in results:
+        recovery = "-" if result.recovery_s is None else f"{result.recovery_s:.1f}s"
+        out.append((f"{result.number}. {result.title}", result.outcome, count(result.lost), count(result.duplicates), recovery, f"{took:.0f}s"))
+    return out
+
+
+def table(results: list[tuple[DrillResult, float]]) -> str:
+    body = [HEADER, *rows(results)]
+    widths = [max(len(row[i]) for row in body) for i in range(len(HEADER))]
+    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))) for row in body)
+
+
+def markdown(results: list[tuple[DrillResult, float]]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "| " + " | ".join("---" for _ in HEADER) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows(results)]
+    for result, _took in results:
+        lines += ["", f"**{result.number}. {result.title}** — {result.outcome}", ""]
+        lines += [f"- [{'x' if c.passed else ' '}] {c.name}" for c in result.checks]
+        lines += [f"- {n}" for n in result.notes]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,652 @@
+"""The fault drills of issue 8, each against a real broker and real worker processes.
+
+Every drill takes a :class:`DrillContext` plus its scale as keyword arguments (the defaults are the
+small CI scale) and returns a :class:`DrillResult`. ``tests/integration/test_drills.py`` runs the
+fast ones; ``scripts/drills.py`` runs all of them at the scale in :data:`DRILLS` and prints the table
+that ``docs/reliability.md`` records.
+
+Duplicate bounds: a checkpoint is sent after the broker acked its cycle, so a crash re-publishes at
+most the cycles whose checkpoints were not yet on the progress topic. :func:`unpersisted_lines`
+allows four read budgets per table per crash, counted in the shortest generated line (250 bytes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import random
+import shutil
+import subprocess
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient
+from drill_kit import (
+    DrillContext,
+    DrillError,
+    DrillResult,
+    caught_up,
+    cpu_s,
+    end_offsets,
+    exit_code,
+    is_ready,
+    kill,
+    log_lines,
+    metric_value,
+    pid,
+    records_since,
+    rss_kib,
+    terminate,
+    wait_for,
+)
+from hostile import collect_hostile_lines
+from sidecar_run import DAY_BOUNDARY, Sidecar
+
+from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.tools.expected import hour_files, read_tree
+from hyperdata_sidecar.tools.generate import FIRST_BLOCK, CorpusSummary, generate_corpus
+from hyperdata_sidecar.tools.reconcile import reconcile
+from hyperdata_sidecar.tools.replay import replay
+from hyperdata_sidecar.tools.verify import default_topics
+
+BOOK, ORDERS, FILLS = (spec.dir_name for spec in TABLES)
+SHORTEST_LINE_BYTES = 250
+BUDGETS_PER_CRASH = 4
+DEFAULT_BUDGET = 4 * 1024 * 1024  # READ_BUDGET_BYTES default
+MiB = 1024 * 1024
+
+
+def unpersisted_lines(budget: int, crashes: int = 1) -> int:
+    """Most lines a crash may publish again: a few unpersisted read budgets per table (module docstring)."""
+    return crashes * len(TABLES) * BUDGETS_PER_CRASH * budget // SHORTEST_LINE_BYTES
+
+
+def corpus(target: Path, *, hours: int, lines_per_hour: int | Mapping[str, int], seed: int = 7, **kwargs: Any) -> CorpusSummary:
+    return generate_corpus(target, hours=hours, lines_per_hour=lines_per_hour, seed=seed, start=kwargs.pop("start", DAY_BOUNDARY), **kwargs)
+
+
+def pace(summary: CorpusSummary, seconds: float) -> dict[str, float]:
+    """Line rates per table that append ``summary``'s corpus in about ``seconds``."""
+    lines: dict[str, int] = {}
+    for f in summary.files:
+        lines[f.table] = lines.get(f.table, 0) + f.lines + f.bad_lines
+    return {table: max(1.0, n / seconds) for table, n in lines.items()}
+
+
+def tap(summary: CorpusSummary, watch: Path, seconds: float, seed: int) -> asyncio.Future:
+    """The node writing: ``summary``'s corpus appended into ``watch`` in ragged chunks over about ``seconds``."""
+    return asyncio.ensure_future(
+        replay(Path(summary.root), watch, chunk_bytes=16 * 1024, cadence_s=0.1, lines_per_s=pace(summary, seconds), progress=False, seed=seed)
+    )
+
+
+async def stop(worker, result: DrillResult, what: str = "worker") -> None:
+    """Stop a worker that should still be running, noting how it ended."""
+    code = exit_code(worker)
+    if code is not None:
+        result.note(f"{what} had already exited ({code})")
+        return
+    code = await asyncio.to_thread(worker.stop)
+    result.check(f"{what} stops cleanly on SIGTERM (exit 0)", code == 0, worker.log_tail())
+
+
+async def ensure_broker(ctx: DrillContext) -> None:
+    if ctx.broker is not None and not ctx.broker.is_running():
+        await asyncio.to_thread(ctx.broker.start)
+
+
+# ---------------------------------------------------------------------------- 1. SIGKILL mid-tail
+
+
+async def sigkill_mid_tail(
+    ctx: DrillContext, *, kills: int = 3, hours: int = 3, lines_per_hour: int = 12_000,
+    replay_s: float = 30.0, max_gap_s: float = 4.0, budget: int = 64 * 1024, seed: int | None = None,
+) -> DrillResult:
+    """SIGKILL the worker ``kills`` times at random moments while the node writes across rotations."""
+    seed = random.randrange(10**6) if seed is None else seed
+    rng = random.Random(seed)
+    result = DrillResult(1, f"SIGKILL mid-tail x{kills}")
+    summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour, bad_every=997)
+    sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget))
+    worker = sidecar.start()
+    writing = None
+    try:
+        await wait_for(worker, lambda: sidecar.events("startup"), "the first startup")
+        writing = tap(summary, sidecar.watch, replay_s, seed)
+        moments = []
+        began = time.monotonic()
+        for k in range(kills):
+            await asyncio.sleep(rng.uniform(0.5, max_gap_s))
+            kill(worker)
+            moments.append(f"{time.monotonic() - began:.1f}s{'' if not writing.done() else ' (after the replay)'}")
+            worker = sidecar.start()
+            restarted = time.monotonic()
+            await wait_for(worker, lambda k=k: len(sidecar.events("startup")) >= k + 2, f"startup after kill {k + 1}")
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up after the last kill")
+        result.recovery_s = time.monotonic() - restarted
+        result.note(f"seed {seed}; kills at {', '.join(moments)}")
+        await writing
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up with the whole replay")
+        bound = unpersisted_lines(budget, kills)
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound), allowed_duplicates=bound)
+        await stop(worker, result)
+    finally:
+        if writing is not None:
+            writing.cancel()
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+# ---------------------------------------------------------------------------- 2. broker down
+
+
+async def broker_down(
+    ctx: DrillContext, *, outage_s: float = 90.0, hours: int = 2, lines_per_hour: int = 40_000,
+    budget: int = 256 * 1024, seed: int = 5,
+) -> DrillResult:
+    """Stop the broker for ``outage_s`` (longer than the producer's 30 s request timeout) while the node writes."""
+    if ctx.broker is None:
+        raise DrillError("broker_down needs a broker it may stop")
+    result = DrillResult(2, f"broker down {outage_s:.0f}s, node writing")
+    summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour)
+    sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget))
+    worker = sidecar.start()
+    writing = None
+    try:
+        await wait_for(worker, lambda: sidecar.events("startup"), "startup")
+        writing = tap(summary, sidecar.watch, outage_s + 30.0, seed)
+        await asyncio.sleep(5.0)
+        process = pid(worker)
+        rss_before, cpu_before, log_before = rss_kib(process), cpu_s(process), log_lines(sidecar)
+        await asyncio.to_thread(ctx.broker.stop)
+        down_at = time.monotonic()
+        rss_max, not_ready_after = rss_before, None
+        while time.monotonic() - down_at < outage_s:
+            await asyncio.sleep(1.0)
+            if exit_code(worker) is not None:
+                break
+            rss_max = max(rss_max, rss_kib(process))
+            if not_ready_after is None and not await asyncio.to_thread(is_ready, worker):
+                not_ready_after = time.monotonic() - down_at
+        alive = exit_code(worker) is None
+        result.check("the worker stays up while the broker is down", alive, worker.log_tail())
+        if alive:
+            spent, lines = cpu_s(process) - cpu_before, log_lines(sidecar) - log_before
+            result.note(f"during the outage: CPU {100 * spent / outage_s:.0f}% of a core, {lines / outage_s:.0f} worker log lines/s")
+        result.check("it reports not ready during the outage", not_ready_after is not None)
+        if not_ready_after is not None:
+            result.note(f"/readyz turned 503 {not_ready_after:.0f}s into the outage")
+        grown = rss_max - rss_before
+        result.note(f"RSS {rss_before / 1024:.0f} MiB before, at most {rss_max / 1024:.0f} MiB during the outage")
+        result.check("memory stays bounded (RSS grows < 64 MiB)", grown < 64 * 1024, f"grew {grown} KiB")
+        await asyncio.to_thread(ctx.broker.start)
+        back_at = time.monotonic()
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up after the broker came back", 300.0)
+        result.recovery_s = time.monotonic() - back_at
+        await writing
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up with the whole replay")
+        bound = unpersisted_lines(budget)
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound), allowed_duplicates=bound)
+        await stop(worker, result)
+    finally:
+        if writing is not None:
+            writing.cancel()
+        await ensure_broker(ctx)
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+# ---------------------------------------------------------------------------- 3. broker absent at startup
+
+
+async def broker_absent_at_start(ctx: DrillContext, *, absent_s: float = 15.0, hours: int = 2, lines_per_hour: int = 3000) -> DrillResult:
+    """Start the worker with the broker down; bring the broker up ``absent_s`` later."""
+    if ctx.broker is None:
+        raise DrillError("broker_absent_at_start needs a broker it may stop")
+    result = DrillResult(3, "broker absent at startup")
+    sidecar = ctx.sidecar()
+    corpus(sidecar.watch, hours=hours, lines_per_hour=lines_per_hour)
+    await asyncio.to_thread(ctx.broker.stop)
+    worker = sidecar.start()
+    try:
+        started = time.monotonic()
+        while time.monotonic() - started < absent_s and exit_code(worker) is None:
+            await asyncio.sleep(0.5)
+        alive = exit_code(worker) is None
+        exited = "" if alive else f"exited ({exit_code(worker)}) {time.monotonic() - started:.0f}s after start: {_last_error(sidecar)}"
+        result.check("the worker waits for the broker instead of exiting", alive, exited)
+        retries = sidecar.events("broker_connect_failed")
+        delays = [event.get("retry_in_s") for event in retries]
+        result.check("each retry is logged with its backoff (broker_connect_failed, growing retry_in_s)",
+                     len(delays) >= 2 and delays == sorted(delays) and delays[0] < delays[-1], f"retry delays logged: {delays}")
+        if exited:
+            result.note(exited)
+        await asyncio.to_thread(ctx.broker.start)
+        back_at = time.monotonic()
+        if not alive:
+            worker = sidecar.start()  # what a supervisor would do: the rest of the drill checks the data path
+            result.note("restarted the worker after the broker came back (as a supervisor would)")
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up once the broker is up")
+        result.recovery_s = time.monotonic() - back_at
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups))
+        await stop(worker, result)
+    finally:
+        await ensure_broker(ctx)
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+def _last_error(sidecar: Sidecar) -> str:
+    errors = [line for line in (sidecar.root / "run" / "worker.log").read_text(errors="replace").splitlines() if "[ERROR]" in line]
+    return errors[0].split("[ERROR]", 1)[1].strip() if errors else "(no error logged)"
+
+
+# ---------------------------------------------------------------------------- 4. local state lost
+
+
+async def local_state_lost(
+    ctx: DrillContext, *, hours: int = 3, lines_per_hour: int = 20_000, budget: int = 64 * 1024, kill_at: float = 0.4,
+) -> DrillResult:
+    """SIGKILL mid catch-up, delete the RocksDB state dir, restart: offsets come back from the changelog."""
+    result = DrillResult(4, "local state lost (SIGKILL + state dir deleted)")
+    sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget))
+    summary = corpus(sidecar.watch, hours=hours, lines_per_hour=lines_per_hour)
+    worker = sidecar.start()
+    try:
+        target = kill_at * summary.bytes
+        await wait_for(worker, lambda: metric_value(worker, "hyperdata_sidecar_bytes_read_total") >= target, "the catch-up to get going")
+        kill(worker)
+        shutil.rmtree(sidecar.state)
+        worker = sidecar.start()
+        restarted = time.monotonic()
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up after the restart")
+        result.recovery_s = time.monotonic() - restarted
+        resumed = sidecar.events("startup")[-1].get("resume_points") or {}
+        result.check("the offsets come back from the changelog (startup lists resume points)", bool(resumed), f"resume points {resumed}")
+        result.note(f"killed after {kill_at:.0%} of {summary.bytes / MiB:.0f} MiB; {len(resumed)} files resumed from the changelog")
+        bound = unpersisted_lines(budget)
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound), allowed_duplicates=bound)
+        await stop(worker, result)
+    finally:
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+# ---------------------------------------------------------------------------- 5. changelog lost, local state present
+
+
+async def changelog_lost(ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 6000, watch_s: float = 60.0) -> DrillResult:
+    """Delete the app's changelog topics while its RocksDB state stays; restart and record what happens.
+
+    Then do what Faust's error message suggests (remove the local state) and count what is published again.
+    """
+    result = DrillResult(5, "changelog lost, local state kept", observed=True)
+    sidecar = ctx.sidecar()
+    corpus(sidecar.watch, hours=hours, lines_per_hour=lines_per_hour)
+    worker = sidecar.start()
+    try:
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups), label="before")
+        await stop(worker, result, "first worker")
+        deleted = await _delete_changelogs(ctx.bootstrap, f"hyperdata-sidecar-{sidecar.env['NODE_ID']}-")
+        result.note(f"deleted {len(deleted)} changelog topics; the RocksDB dir stays")
+        worker = sidecar.start()
+        started = time.monotonic()
+        while time.monotonic() - started < watch_s and exit_code(worker) is None and not await asyncio.to_thread(is_ready, worker):
+            await asyncio.sleep(0.5)
+        code = exit_code(worker)
+        if code is not None:
+            result.note(f"the worker refuses: exit {code} after {time.monotonic() - started:.0f}s: {_crash_reason(sidecar)}")
+        else:
+            result.note(f"the worker {'became ready' if is_ready(worker) else 'is not ready'} after {time.monotonic() - started:.0f}s")
+        await asyncio.to_thread(worker.stop)
+        after_restart = await sidecar.verify(allowed_duplicates=10**9, timeout_s=30.0)
+        result.check("no silent re-publication with the state kept", after_restart.duplicates == 0 or code is not None, after_restart.summary())
+        result.note(f"with the state kept: {after_restart.duplicates} lines published again")
+        shutil.rmtree(sidecar.state)
+        worker = sidecar.start()
+        restarted = time.monotonic()
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up after the state was removed")
+        result.recovery_s = time.monotonic() - restarted
+        report = await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=10**9)
+        lines = sum(t.lines + t.dlq_lines for t in report.tables.values())
+        result.note(f"after removing the state as the message suggests: {report.duplicates} of {lines} lines published again, "
+                    f"{report.count('seal_duplicate')} duplicate seals")
+        result.lost, result.duplicates = report.count("lost") + report.count("dlq_missing"), report.duplicates
+        result.check("after the state is removed nothing is lost", report.failures == 0, report.summary())
+        await stop(worker, result)
+    finally:
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+async def _delete_changelogs(bootstrap: str, app_prefix: str) -> list[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        doomed = [t for t in await admin.list_topics() if t.startswith(app_prefix) and t.endswith("-changelog")]
+        await admin.delete_topics(doomed)
+        for _ in range(60):
+            if not set(doomed) & set(await admin.list_topics()):
+                break
+            await asyncio.sleep(0.5)
+        return doomed
+    finally:
+        await admin.close()
+
+
+def _crash_reason(sidecar: Sidecar) -> str:
+    for line in (sidecar.root / "run" / "worker.log").read_text(errors="replace").splitlines():
+        if "Crashed reason=" in line:
+            return line.split("Crashed reason=", 1)[1][:160].replace("\\n", " ")
+    return _last_error(sidecar)
+
+
+# ---------------------------------------------------------------------------- 6. truncated or replaced file
+
+
+async def truncated_or_replaced(ctx: DrillContext, *, lines_per_hour: int = 6000) -> DrillResult:
+    """Rewrite the files being tailed: book diffs cut to half its lines, order statuses replaced by other
+    (longer) content, fills untouched. Each rewritten file must be published again from byte 0, whole,
+    once, with the line ids of a first reading; nothing else is published again."""
+    result = DrillResult(6, "truncated / replaced file")
+    sidecar = ctx.sidecar()
+    corpus(sidecar.watch, hours=1, lines_per_hour=lines_per_hour, seed=1)
+    worker = sidecar.start()
+    try:
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "the first reading")
+        topics = default_topics(sidecar.env)
+        before = await end_offsets(ctx.bootstrap, topics)
+        truncated, replaced = (hour_files(sidecar.watch, table)[0].relpath for table in (BOOK, ORDERS))
+        _truncate_to_half(sidecar.watch / truncated)
+        _replace_with_longer(sidecar.watch / replaced, ctx.root / "other")
+        rewritten_at = time.monotonic()
+        await wait_for(worker, lambda: len(sidecar.events("file_restarted")) >= 2, "both rewrites to be detected")
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "the second reading")
+        result.recovery_s = time.monotonic() - rewritten_at
+        reasons = {event["path"]: event["reason"] for event in sidecar.events("file_restarted")}
+        result.check("the shorter file is detected as truncated", reasons.get(truncated) == "truncated", str(reasons))
+        result.check("the other content is detected as replaced", reasons.get(replaced) == "replaced", str(reasons))
+        counted = {t: metric_value(worker, "hyperdata_sidecar_truncated_files_total", table=t) for t in (BOOK, ORDERS, FILLS)}
+        result.check("each rewrite is counted once, the untouched file not", counted == {BOOK: 1, ORDERS: 1, FILLS: 0}, str(counted))
+        observed = await records_since(ctx.bootstrap, topics, before)
+        expected = [f for f in read_tree(sidecar.watch) if f.relpath in (truncated, replaced)]
+        report = reconcile(expected, observed)
+        result.verified(report, label="re-read from byte 0")
+        untouched = [r for r in observed.data if r.source not in (truncated, replaced)]
+        result.check("the untouched file is not published again", not untouched, f"{len(untouched)} records")
+        await stop(worker, result)
+    finally:
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+def _truncate_to_half(path: Path) -> None:
+    data = path.read_bytes()
+    cut = data.index(b"\n", len(data) // 2) + 1
+    os.truncate(path, cut)
+
+
+def _replace_with_longer(path: Path, scratch: Path) -> None:
+    """Put other content (another seed, more lines, a new inode) at ``path``, as a rewriting writer would."""
+    table = path.relative_to(path.parents[3]).parts[0]
+    old = path.read_bytes()
+    lines = old.count(b"\n") * 2
+    corpus(scratch, hours=1, lines_per_hour={table: lines}, seed=99)
+    other = scratch / path.relative_to(path.parents[3])
+    # The generator starts every hour at :00:00.000000000; a real node's first local_time differs per write.
+    data = other.read_bytes()
+    other.write_bytes(data.replace(b":00.000000000", b":00.000000417", 1))
+    if other.read_bytes()[:64] == old[:64] or other.stat().st_size < len(old):
+        raise DrillError("the replacement content must differ in its first bytes and not be shorter")
+    os.replace(other, path)
+
+
+# ---------------------------------------------------------------------------- 7. deleted file
+
+
+async def deleted_before_published(ctx: DrillContext, *, lines_per_hour: int = 3000) -> DrillResult:
+    """Delete the fills file while its last line is still being written (not fully published); the
+    node then starts the next hour. The deletion is an error log and a metric; the tailer carries on."""
+    result = DrillResult(7, "file deleted before fully published")
+    sidecar = ctx.sidecar()
+    corpus(sidecar.watch, hours=1, lines_per_hour=lines_per_hour, seed=3)
+    doomed = hour_files(sidecar.watch, FILLS)[0]
+    partial = b'{"local_time":"2026-06-10T22:59:59.999999999","block_time":"2026-06-10T22:59:59.6'
+    with open(sidecar.watch / doomed.relpath, "ab") as f:
+        f.write(partial)
+    worker = sidecar.start()
+    try:
+        held = lambda: metric_value(worker, "hyperdata_sidecar_partial_line_held_bytes", table=FILLS) == len(partial)  # noqa: E731
+        await wait_for(worker, held, "the fills file to be published up to its partial last line")
+        (sidecar.watch / doomed.relpath).unlink()
+        await wait_for(worker, lambda: sidecar.events("file_deleted_before_seal"), "the deletion to be noticed")
+        event = sidecar.events("file_deleted_before_seal")[0]
+        result.check("the deletion is an error event naming the file and how far it was published",
+                     event["level"] == "error" and event["path"] == doomed.relpath and event["published_to"] < event["size_seen"], str(event))
+        counted = metric_value(worker, "hyperdata_sidecar_deleted_files_total", table=FILLS, reason="unsealed")
+        result.check("the deletion is counted as unsealed", counted == 1, f"deleted_files_total {counted}")
+        next_hour = ctx.root / "next"
+        corpus(next_hour, hours=1, lines_per_hour={FILLS: lines_per_hour // 10}, seed=4,
+               start=DAY_BOUNDARY + datetime.timedelta(hours=1), first_block=FIRST_BLOCK + 10**6)
+        arrived = time.monotonic()
+        shutil.copytree(next_hour, sidecar.watch, dirs_exist_ok=True)
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "the next hour to be published")
+        result.recovery_s = time.monotonic() - arrived
+        result.check("the worker is still up", exit_code(worker) is None)
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups))
+        await stop(worker, result)
+    finally:
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+# ---------------------------------------------------------------------------- 8. hostile lines
+
+
+async def hostile_lines(
+    ctx: DrillContext, *, examples: int = 150, max_line_bytes: int = 64 * 1024, lines_per_hour: int = 2000, seed: int | None = None,
+) -> DrillResult:
+    """Hypothesis-made hostile lines (arbitrary bytes, invalid UTF-8, NULs, huge, deeply nested, right
+    keys with wrong types) spliced among good lines of two hours per table: the worker stays up and
+    every line lands on its topic or in the DLQ, byte for byte."""
+    seed = random.randrange(10**6) if seed is None else seed
+    result = DrillResult(8, f"hostile lines ({examples} hypothesis examples)")
+    sidecar = ctx.sidecar(MAX_LINE_BYTES=str(max_line_bytes))
+    good = ctx.root / "good"
+    corpus(good, hours=2, lines_per_hour=lines_per_hour, seed=8)
+    batches = collect_hostile_lines(examples, max_line_bytes)
+    spliced = _splice(good, sidecar.watch, batches, random.Random(seed))
+    result.note(f"seed {seed}; {spliced} hostile lines among {sum(1 for _ in good.rglob('*') if _.is_file())} hour files")
+    worker = sidecar.start()
+    try:
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "the hostile tree to be published")
+        result.check("the worker is still up", exit_code(worker) is None)
+        report = await sidecar.verify(backup_dir=sidecar.backups, max_line_bytes=max_line_bytes)
+        result.verified(report)
+        result.note(f"{sum(t.dlq_lines for t in report.tables.values())} lines went to the DLQ")
+        log = (sidecar.root / "run" / "worker.log").read_text(errors="replace")
+        errors = [e for e in sidecar.events() if e["level"] == "error"]
+        result.check("no error event and no traceback in the worker log", not errors and "Traceback" not in log, str(errors[:3]))
+        await stop(worker, result)
+    finally:
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+def _splice(good: Path, watch: Path, batches: list[tuple[str, list[bytes]]], rng: random.Random) -> int:
+    """Write ``good``'s hour files into ``watch`` with the hostile lines inserted at random line
+    boundaries of their table's files. The oldest fills file ends in an unterminated hostile line."""
+    files = {spec.dir_name: hour_files(good, spec.dir_name) for spec in TABLES}
+    inserts: dict[str, list[tuple[int, bytes]]] = {}
+    count = 0
+    for table, lines in batches:
+        target = rng.choice(files[table]).relpath
+        for line in lines:
+            inserts.setdefault(target, []).append((rng.random(), line))
+            count += 1
+    for table_files in files.values():
+        for hour in table_files:
+            body = (good / hour.relpath).read_bytes().splitlines(keepends=True)
+            for where, line in inserts.get(hour.relpath, []):
+                body.insert(int(where * len(body)), line + b"\n")
+            if hour == files[FILLS][0]:
+                body.append(b'{"local_time":"2026-06-10T22:59:59","block_number":\x00\xff')
+            out = watch / hour.relpath
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(b"".join(body))
+    return count + 1
+
+
+# ---------------------------------------------------------------------------- 9. backup target full or read-only
+
+
+async def backup_target_unwritable(ctx: DrillContext, *, hours: int = 3, lines_per_hour: int = 6000, phase_s: float = 20.0) -> DrillResult:
+    """BACKUP_DIR on a 64 KiB tmpfs (full), then remounted read-only, then writable: backups fail with
+    the right reason and are retried; data and seals flow all along; every backup lands once it clears."""
+    result = DrillResult(9, "backup target full, then read-only")
+    if os.geteuid() != 0:
+        result.check("runs as root (mounts a tmpfs)", False, "needs root to mount a small tmpfs")
+        return result
+    sidecar = ctx.sidecar()
+    corpus(sidecar.watch, hours=hours, lines_per_hour=lines_per_hour)
+    _mount(["-t", "tmpfs", "-o", "size=64k", "tmpfs", str(sidecar.backups)])
+    worker = sidecar.start()
+    try:
+        failed = lambda reason: lambda: any(e["reason"] == reason for e in sidecar.events("backup_failed"))  # noqa: E731
+        await wait_for(worker, failed("no_space"), "a backup to fail for want of space")
+        result.verified(await sidecar.verify(), label="data and seals while backups fail")
+        _mount(["-o", "remount,size=64m,ro", str(sidecar.backups)])
+        await wait_for(worker, failed("permission"), "a backup to fail on the read-only target")
+        await asyncio.sleep(phase_s)
+        failures = metric_value(worker, "hyperdata_sidecar_backups_total", result="failed")
+        result.note(f"{failures:.0f} failed attempts counted while the target was unusable")
+        result.check("failures are counted (backups_total{result=failed})", failures >= 2)
+        _mount(["-o", "remount,rw", str(sidecar.backups)])
+        cleared_at = time.monotonic()
+        report = await sidecar.verify(backup_dir=sidecar.backups, timeout_s=180.0)
+        result.recovery_s = time.monotonic() - cleared_at
+        result.verified(report, label="with backups")
+        await stop(worker, result)
+    finally:
+        await asyncio.to_thread(worker.stop)
+        subprocess.run(["umount", str(sidecar.backups)], check=False)
+    return result
+
+
+def _mount(args: list[str]) -> None:
+    subprocess.run(["mount", *args], check=True, capture_output=True)
+
+
+# ---------------------------------------------------------------------------- 10. SIGTERM during heavy catch-up
+
+
+async def sigterm_during_catch_up(
+    ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 150_000, stop_bound_s: float = 30.0, term_at: float = 0.3,
+) -> DrillResult:
+    """SIGTERM while a large backlog is being caught up (default read budget): exit 0 within the bound,
+    and on restart nothing beyond the cycle in flight is published again."""
+    result = DrillResult(10, "SIGTERM during heavy catch-up")
+    sidecar = ctx.sidecar()
+    summary = corpus(sidecar.watch, hours=hours, lines_per_hour=lines_per_hour)
+    worker = sidecar.start()
+    try:
+        target = term_at * summary.bytes
+        await wait_for(worker, lambda: metric_value(worker, "hyperdata_sidecar_bytes_read_total") >= target, "the catch-up to get going")
+        code, took = await terminate(worker, stop_bound_s)
+        result.note(f"SIGTERM after {term_at:.0%} of {summary.bytes / MiB:.0f} MiB; exit {code} after {took:.1f}s")
+        result.check(f"exits 0 within {stop_bound_s:.0f}s", code == 0, worker.log_tail())
+        if code is None:
+            kill(worker)
+        worker = sidecar.start()
+        restarted = time.monotonic()
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up after the restart", 300.0)
+        result.recovery_s = time.monotonic() - restarted
+        bound = len(TABLES) * DEFAULT_BUDGET // SHORTEST_LINE_BYTES
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound, timeout_s=300.0), allowed_duplicates=bound)
+        await stop(worker, result)
+    finally:
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+# ---------------------------------------------------------------------------- 11. two node hosts
+
+
+async def two_nodes(ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 12_000, replay_s: float = 40.0) -> DrillResult:
+    """Two sidecars (their own NODE_ID, watch tree and state) into the same topics; SIGKILL one mid-replay.
+
+    The trees hold different hours so the verifier can tell the nodes' lines apart.
+    """
+    result = DrillResult(11, "two NODE_IDs, one killed")
+    a, b = ctx.sidecar("node-a"), ctx.sidecar("node-b")
+    summaries = [
+        corpus(ctx.root / "corpus-a", hours=hours, lines_per_hour=lines_per_hour, seed=21),
+        corpus(ctx.root / "corpus-b", hours=hours, lines_per_hour=lines_per_hour, seed=22, start=DAY_BOUNDARY + datetime.timedelta(hours=6)),
+    ]
+    workers = {"a": a.start(), "b": b.start()}
+    writing: list[asyncio.Future] = []
+    try:
+        for name, sidecar in (("a", a), ("b", b)):
+            await wait_for(workers[name], lambda s=sidecar: s.events("startup"), f"node {name} to start")
+        writing = [tap(summaries[0], a.watch, replay_s, 1), tap(summaries[1], b.watch, replay_s, 2)]
+        await asyncio.sleep(replay_s / 3)
+        kill(workers["a"])
+        b_ready = []
+        down_for = replay_s / 3
+        while down_for > 0:
+            b_ready.append(await asyncio.to_thread(is_ready, workers["b"]))
+            await asyncio.sleep(1.0)
+            down_for -= 1.0
+        result.check("node b stays ready while node a is down", all(b_ready), f"{b_ready.count(False)} of {len(b_ready)} probes not ready")
+        workers["a"] = a.start()
+        restarted = time.monotonic()
+        await wait_for(workers["a"], lambda: len(a.events("startup")) >= 2, "node a to start again")
+        await asyncio.gather(*writing)
+        await wait_for(workers["a"], lambda: caught_up(workers["a"], a.watch), "node a to catch up")
+        result.recovery_s = time.monotonic() - restarted
+        await wait_for(workers["b"], lambda: caught_up(workers["b"], b.watch), "node b to catch up")
+        bound = unpersisted_lines(DEFAULT_BUDGET)
+        result.verified(await a.verify(backup_dir=a.backups, allowed_duplicates=bound), allowed_duplicates=bound, label="node a (killed)")
+        result.verified(await b.verify(backup_dir=b.backups), label="node b")
+        apps = {p.name for s in (a, b) for p in s.state.iterdir()}
+        result.check("each node keeps its own state (app dirs)", len(apps) == 2, str(apps))
+        for name, sidecar in (("a", a), ("b", b)):
+            await stop(workers[name], result, f"node {name}")
+    finally:
+        for future in writing:
+            future.cancel()
+        for worker in workers.values():
+            await asyncio.to_thread(worker.stop)
+    return result
+
+
+# ---------------------------------------------------------------------------- the catalogue
+
+
+@dataclass(frozen=True)
+class Drill:
+    """One drill as ``scripts/drills.py`` runs it: its function and full-scale arguments."""
+
+    number: int
+    run: Callable[..., Awaitable[DrillResult]]
+    full: dict[str, Any] = field(default_factory=dict)
+    stops_broker: bool = False
+
+
+DRILLS: tuple[Drill, ...] = (
+    Drill(1, sigkill_mid_tail, dict(kills=5, hours=3, lines_per_hour=60_000, replay_s=300.0, max_gap_s=20.0)),
+    Drill(2, broker_down, dict(outage_s=90.0), stops_broker=True),
+    Drill(3, broker_absent_at_start, dict(absent_s=30.0), stops_broker=True),
+    Drill(4, local_state_lost, dict(hours=3, lines_per_hour=100_000)),
+    Drill(5, changelog_lost, dict(hours=2, lines_per_hour=20_000)),
+    Drill(6, truncated_or_replaced, dict(lines_per_hour=60_000)),
+    Drill(7, deleted_before_published, dict(lines_per_hour=20_000)),
+    Drill(8, hostile_lines, dict(examples=1000, max_line_bytes=8 * MiB, lines_per_hour=20_000)),
+    Drill(9, backup_target_unwritable, dict(hours=3, lines_per_hour=20_000)),
+    Drill(10, sigterm_during_catch_up, dict(hours=2, lines_per_hour=300_000)),
+    Drill(11, two_nodes, dict(hours=2, lines_per_hour=40_000, replay_s=120.0)),
+)

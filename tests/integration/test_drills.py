@@ -1,0 +1,63 @@
+"""The fast fault drills of issue 8 (1, 3, 4, 6, 7, 8) at CI scale, against the session's broker.
+
+The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all eleven at full scale);
+each test runs one and asserts every check it made. Workers here use a 10 s consumer-group session
+timeout: a SIGKILLed worker's membership otherwise holds the restart back for Faust's default 60 s,
+which is measured by the full-scale run, not here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from drill_kit import DrillContext
+from drills import (
+    broker_absent_at_start,
+    deleted_before_published,
+    hostile_lines,
+    local_state_lost,
+    sigkill_mid_tail,
+    truncated_or_replaced,
+)
+
+FAST_RESTART = {"BROKER_SESSION_TIMEOUT": "10"}
+
+
+@pytest.fixture
+def ctx(tmp_path, kafka_bootstrap, kafka_broker, unique_topic_prefix) -> DrillContext:
+    return DrillContext(kafka_bootstrap, tmp_path, unique_topic_prefix, broker=kafka_broker, worker_env=FAST_RESTART)
+
+
+async def test_sigkill_three_times_mid_tail_loses_nothing_seals_once_and_duplicates_only_unpersisted_windows(ctx):
+    result = await sigkill_mid_tail(ctx, kills=3)
+    assert result.ok, result.describe()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the worker exits (1) when Faust's own producer cannot bootstrap, before the sidecar's retrying connect runs",
+)
+async def test_a_broker_absent_at_startup_is_waited_for_with_logged_retries(ctx):
+    if ctx.broker is None:
+        pytest.skip("HYPERDATA_TEST_BOOTSTRAP names an external broker this test may not stop")
+    result = await broker_absent_at_start(ctx)
+    assert result.ok, result.describe()
+
+
+async def test_losing_the_local_state_after_a_sigkill_resumes_from_the_changelog_with_one_window_again(ctx):
+    result = await local_state_lost(ctx)
+    assert result.ok, result.describe()
+
+
+async def test_truncated_and_replaced_files_are_detected_counted_and_read_again_from_byte_zero(ctx):
+    result = await truncated_or_replaced(ctx)
+    assert result.ok, result.describe()
+
+
+async def test_a_file_deleted_before_it_was_published_is_logged_counted_and_the_tailer_carries_on(ctx):
+    result = await deleted_before_published(ctx)
+    assert result.ok, result.describe()
+
+
+async def test_hostile_lines_never_stop_the_worker_and_every_line_lands_on_its_topic_or_the_dlq(ctx):
+    result = await hostile_lines(ctx)
+    assert result.ok, result.describe()
