@@ -19,7 +19,11 @@ def bytes_per_line(lines_per_hour: Mapping[str, int] | None = None, seed: int = 
     """Mean line size, newline included, of a corpus in the production mix (or ``lines_per_hour``'s)."""
     with tempfile.TemporaryDirectory(prefix="bench-sample-") as tmp:
         sample = generate_corpus(
-            Path(tmp), hours=1, lines_per_hour=dict(lines_per_hour) if lines_per_hour else _SAMPLE_LINES, seed=seed, start=START
+            Path(tmp),
+            hours=1,
+            lines_per_hour=dict(lines_per_hour) if lines_per_hour else _SAMPLE_LINES,
+            seed=seed,
+            start=START,
         )
     return sample.bytes / sample.lines
 
@@ -30,7 +34,9 @@ def write_backlog(out_dir: Path, *, megabytes: float, hours: int, seed: int) -> 
     return generate_corpus(out_dir, hours=hours, lines_per_hour=max(1, total // hours), seed=seed, start=START)
 
 
-def write_table_hour(out_dir: Path, table: str, *, megabytes: float, seed: int, start: datetime.datetime = START) -> CorpusSummary:
+def write_table_hour(
+    out_dir: Path, table: str, *, megabytes: float, seed: int, start: datetime.datetime = START
+) -> CorpusSummary:
     """One hour file of ``table`` holding about ``megabytes`` MB."""
     sample = {table: _SAMPLE_LINES // 4}
     lines = max(1, int(megabytes * 1e6 / bytes_per_line(sample, seed=seed)))

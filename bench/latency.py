@@ -28,7 +28,6 @@ import subprocess
 import time
 from pathlib import Path
 
-
 from bench.kafka import partitions_of
 
 # local_time is the line's first field: {"local_time":"2026-06-10T13:10:56.723695057",...
@@ -131,7 +130,7 @@ class LatencyRecorder:
             created.append(created_s)
         totals = [now - a for a in appended]
         self.total.add_all(totals)
-        self.sidecar.add_all([c - a for c, a in zip(created, appended)])
+        self.sidecar.add_all([c - a for c, a in zip(created, appended, strict=True)])
         self.delivery.add_all([now - c for c in created])
         if totals:
             second = int(now - self.first_at)
@@ -152,7 +151,9 @@ class LatencyRecorder:
             "append_to_create_time": self.sidecar.summary(),
             "create_time_to_receive": self.delivery.summary(),
             "by_second": [
-                {"records": n, "mean_s": round(total / n, 3), "max_s": round(worst, 3)} for n, total, worst in self.by_second if n
+                {"records": n, "mean_s": round(total / n, 3), "max_s": round(worst, 3)}
+                for n, total, worst in self.by_second
+                if n
             ],
         }
 
@@ -163,8 +164,23 @@ class TopicReader:
     def __init__(self, kcat: str, bootstrap: str, topic: str, count: int, logs: Path) -> None:
         self.topic = topic
         self.stderr_path = logs / f"kcat-consume-{topic}.log"
-        command = [kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-u", "-c", str(count),
-                   "-X", "fetch.wait.max.ms=50", "-f", "%T %s\\n"]
+        command = [
+            kcat,
+            "-C",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-o",
+            "beginning",
+            "-u",
+            "-c",
+            str(count),
+            "-X",
+            "fetch.wait.max.ms=50",
+            "-f",
+            "%T %s\\n",
+        ]
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
         self.fd = self.process.stdout.fileno()

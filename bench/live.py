@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from bench import targets
 from bench.context import RunContext, ScenarioResult
@@ -35,16 +36,38 @@ def run(ctx: RunContext) -> ScenarioResult:
     corpus = generate_corpus(root / "corpus", hours=1, lines_per_hour=lines, seed=options.seed + 1, start=START)
     worker = SidecarWorker(root, ctx.broker.bootstrap, ctx.topic_prefix("live"))
     worker.start()
-    consumer = tap = None
     try:
         worker.wait_for_event("startup", timeout_s=180)
-        consumer, readers = _start_consumer(ctx, worker, root, lines, deadline=time.time() + options.live_s * 3 + 120)
+        shares, machine = _replay_and_measure(ctx, worker, root, lines)
+    finally:
+        worker.stop()
+    latency = json.loads((root / "latency.json").read_text())
+    replayed = json.loads((root / "tap.json").read_text())
+    result.details = {
+        "seconds": options.live_s,
+        "tap_cadence_s": options.tap_cadence_s,
+        "settings": settings_summary(worker.settings),
+        "replay": replayed,
+        "latency": latency,
+        "cpu_pct_of_one_core": shares,
+        "machine_cpu_pct_of_one_core": machine,
+    }
+    _report(result, corpus.lines, latency, replayed, shares, machine)
+    return result
+
+
+def _replay_and_measure(
+    ctx: RunContext, worker: SidecarWorker, root: Path, lines: dict[str, int]
+) -> tuple[dict[str, float], float]:
+    """Run the tap to its end with the consumer reading; (CPU % of one core per process, machine CPU %)."""
+    deadline = time.time() + ctx.options.live_s * 3 + 120
+    consumer, readers = _start_consumer(ctx, worker, root, lines, deadline)
+    tap = None
+    try:
         children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        tap = subprocess.Popen(
-            [sys.executable, "-m", "bench.tap", str(root / "corpus"), str(worker.watch), "--summary", str(root / "tap.json"),
-             "--cadence-s", str(options.tap_cadence_s)],
-            cwd=REPO,
-        )
+        tap_command = [sys.executable, "-m", "bench.tap", str(root / "corpus"), str(worker.watch)]
+        tap_command += ["--summary", str(root / "tap.json"), "--cadence-s", str(ctx.options.tap_cadence_s)]
+        tap = subprocess.Popen(tap_command, cwd=REPO)
         pids = {"sidecar": worker.pid, "tap": tap.pid, "consumer": consumer.pid}
         pids.update({f"consumer kcat {n}": pid for n, pid in enumerate(readers, 1)})
         if ctx.broker.pid is not None:
@@ -60,56 +83,90 @@ def run(ctx: RunContext) -> ScenarioResult:
         try:
             consumer.wait(DRAIN_S)
         except subprocess.TimeoutExpired:
-            consumer.terminate()
-            raise BenchError(f"the consumer did not see every line within {DRAIN_S:.0f}s after the tap stopped") from None
+            raise BenchError(
+                f"the consumer did not see every line within {DRAIN_S:.0f}s after the tap stopped"
+            ) from None
+        if consumer.returncode:
+            raise BenchError(f"the latency consumer failed (exit {consumer.returncode}); see {root}")
     finally:
         for process in (tap, consumer):
             if process is not None and process.poll() is None:
                 process.terminate()
                 process.wait(30)
-        worker.stop()
-    if consumer.returncode:
-        raise BenchError(f"the latency consumer failed (exit {consumer.returncode})")
-    latency = json.loads((root / "latency.json").read_text())
-    replayed = json.loads((root / "tap.json").read_text())
-    total = latency["append_to_receive"]
     shares = cpu.to_dict()["cpu_pct_of_one_core"]
     # The tap has exited by the end of the window: its own rusage is exact where the last /proc sample is not.
     shares["tap"] = round(100 * tap_cpu / cpu.wall_s, 1)
     shares["consumer"] = round(sum(share for name, share in shares.items() if name.startswith("consumer")), 1)
-    shares["other processes"] = round(cpu.machine_share() - sum(shares[name] for name in ("sidecar", "tap", "consumer", "broker") if name in shares), 1)
-    result.details = {
-        "seconds": options.live_s,
-        "tap_cadence_s": options.tap_cadence_s,
-        "settings": settings_summary(worker.settings),
-        "replay": replayed,
-        "latency": latency,
-        "cpu": {**cpu.to_dict(), "cpu_pct_of_one_core": shares},
-    }
+    ours = sum(shares[name] for name in ("sidecar", "tap", "consumer", "broker") if name in shares)
+    shares["other processes"] = round(cpu.machine_share() - ours, 1)
+    return shares, round(cpu.machine_share(), 1)
+
+
+def _report(
+    result: ScenarioResult,
+    appended: int,
+    latency: dict[str, Any],
+    replayed: dict[str, Any],
+    shares: dict[str, float],
+    machine: float,
+) -> None:
     tap_rate = sum(t["lines"] for t in replayed["tables"].values()) / replayed["seconds"]
-    result.row("tap rate", f"{tap_rate:,.0f} lines/s for {replayed['seconds']:.0f} s",
-               f"≥ {targets.PRODUCTION_RATE:,.0f} (production)", tap_rate >= 0.98 * targets.PRODUCTION_RATE)
-    result.row("lines received / appended", f"{latency['received']:,} / {corpus.lines:,}")
-    result.row("append→receive p50", f"{total['p50_s']:.3f} s", f"≤ {targets.LIVE_P50_S} s", total["p50_s"] <= targets.LIVE_P50_S)
-    result.row("append→receive p99", f"{total['p99_s']:.3f} s", f"≤ {targets.LIVE_P99_S} s", total["p99_s"] <= targets.LIVE_P99_S)
+    production = f"≥ {targets.PRODUCTION_RATE:,.0f} (production)"
+    result.row(
+        "tap rate",
+        f"{tap_rate:,.0f} lines/s for {replayed['seconds']:.0f} s",
+        production,
+        tap_rate >= 0.98 * targets.PRODUCTION_RATE,
+    )
+    result.row("lines received / appended", f"{latency['received']:,} / {appended:,}")
+    total = latency["append_to_receive"]
+    result.row(
+        "append→receive p50",
+        f"{total['p50_s']:.3f} s",
+        f"≤ {targets.LIVE_P50_S} s",
+        total["p50_s"] <= targets.LIVE_P50_S,
+    )
+    result.row(
+        "append→receive p99",
+        f"{total['p99_s']:.3f} s",
+        f"≤ {targets.LIVE_P99_S} s",
+        total["p99_s"] <= targets.LIVE_P99_S,
+    )
     result.row("append→receive max", f"{total['max_s']:.3f} s")
-    sidecar_part, delivery_part = latency["append_to_create_time"], latency["create_time_to_receive"]
-    result.row("of which append→CreateTime p50 / p99", f"{sidecar_part['p50_s']:.3f} / {sidecar_part['p99_s']:.3f} s")
-    result.row("of which CreateTime→receive p50 / p99", f"{delivery_part['p50_s']:.3f} / {delivery_part['p99_s']:.3f} s")
-    result.row("sidecar CPU share", f"{shares['sidecar']:.0f}% of one core", f"≤ {targets.LIVE_CPU_PCT:.0f}%",
-               shares["sidecar"] <= targets.LIVE_CPU_PCT)
-    others = ", ".join(f"{name} {shares[name]:.0f}%" for name in ("tap", "consumer", "broker", "other processes") if name in shares)
-    result.row("others' CPU share", others)
-    result.row("machine CPU (all processes)", f"{cpu.machine_share():.0f}% of 200%")
-    return result
+    for figure, part in (
+        ("append→CreateTime", "append_to_create_time"),
+        ("CreateTime→receive", "create_time_to_receive"),
+    ):
+        split = latency[part]
+        result.row(f"of which {figure} p50 / p99", f"{split['p50_s']:.3f} / {split['p99_s']:.3f} s")
+    result.row(
+        "sidecar CPU share",
+        f"{shares['sidecar']:.0f}% of one core",
+        f"≤ {targets.LIVE_CPU_PCT:.0f}%",
+        shares["sidecar"] <= targets.LIVE_CPU_PCT,
+    )
+    names = ("tap", "consumer", "broker", "other processes")
+    result.row("others' CPU share", ", ".join(f"{name} {shares[name]:.0f}%" for name in names if name in shares))
+    result.row("machine CPU (all processes)", f"{machine:.0f}% of 200%")
 
 
 def _start_consumer(
     ctx: RunContext, worker: SidecarWorker, root: Path, lines: dict[str, int], deadline: float
 ) -> tuple[subprocess.Popen, list[int]]:
     """The latency consumer, once it reads every data topic; (its process, its kcat pids)."""
-    command = [sys.executable, "-m", "bench.latency", "--bootstrap", ctx.broker.bootstrap, "--deadline", str(deadline),
-               "--out", str(root / "latency.json"), "--logs", str(root)]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.latency",
+        "--bootstrap",
+        ctx.broker.bootstrap,
+        "--deadline",
+        str(deadline),
+        "--out",
+        str(root / "latency.json"),
+        "--logs",
+        str(root),
+    ]
     for spec in TABLES:
         command += ["--topic", f"{worker.topic(spec.topic_env)}={lines[spec.dir_name]}"]
     consumer = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)

@@ -47,10 +47,14 @@ def run(ctx: RunContext) -> ScenarioResult:
     root = ctx.scenario_dir("reference")
     backlog = ctx.backlog
     if backlog is None:
-        backlog = ctx.backlog = write_backlog(root / "backlog", megabytes=ctx.options.backlog_mb, hours=ctx.options.backlog_hours, seed=ctx.options.seed)
+        backlog = ctx.backlog = write_backlog(
+            root / "backlog", megabytes=ctx.options.backlog_mb, hours=ctx.options.backlog_hours, seed=ctx.options.seed
+        )
     print("  writing one keyed input file per table (coin<TAB>line), outside the timed section ...", flush=True)
-    keyed = {table: _keyed_file(Path(backlog.root), [f for f in backlog.files if f.table == table], root / f"{table}.tsv")
-             for table in sorted({f.table for f in backlog.files})}
+    keyed = {
+        table: _keyed_file(Path(backlog.root), [f for f in backlog.files if f.table == table], root / f"{table}.tsv")
+        for table in sorted({f.table for f in backlog.files})
+    }
     names = topic_names(ctx.topic_prefix("reference"))
     kafka.create_topics(ctx.broker.bootstrap, names)
     topics = {spec.dir_name: names[spec.topic_env] for spec in TABLES if spec.dir_name in keyed}
@@ -58,8 +62,10 @@ def run(ctx: RunContext) -> ScenarioResult:
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu.start()
     began = time.monotonic()
-    processes = {table: _start_kcat(kcat, ctx.broker.bootstrap, topics[table], path, root, table, backlog)
-                 for table, (path, _lines) in keyed.items()}
+    processes = {
+        table: _start_kcat(kcat, ctx.broker.bootstrap, topics[table], path, root, table, backlog)
+        for table, (path, _lines) in keyed.items()
+    }
     codes = {table: process.wait() for table, process in processes.items()}
     seconds = time.monotonic() - began
     cpu.stop()
@@ -69,7 +75,9 @@ def run(ctx: RunContext) -> ScenarioResult:
     counts = kafka.message_counts(ctx.broker.bootstrap, topics)
     expected = {table: lines for table, (_path, lines) in keyed.items()}
     lines = sum(expected.values())
-    kcat_cpu = (children_after.ru_utime + children_after.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
+    kcat_cpu = (children_after.ru_utime + children_after.ru_stime) - (
+        children_before.ru_utime + children_before.ru_stime
+    )
     lines_per_s = lines / seconds
     result.details = {
         "kcat_settings": list(KCAT_SETTINGS),
@@ -90,6 +98,8 @@ def run(ctx: RunContext) -> ScenarioResult:
     result.row("kcat CPU s per million lines", f"{kcat_cpu / lines * 1e6:.1f}")
     if "broker" in cpu.pids:
         result.row("broker CPU share", f"{cpu.share('broker'):.0f}% of one core")
+        result.row("broker CPU s per million lines", f"{cpu.cpu_s('broker') / lines * 1e6:.1f}")
+    result.row("machine CPU (all processes)", f"{cpu.machine_share():.0f}% of 200%")
     result.row("every line on the topics", "yes" if counts == expected else f"NO: {counts} of {expected}")
     catchup = ctx.results.get("catchup")
     if catchup is not None and not catchup.error:

@@ -22,7 +22,11 @@ def git_commit(repo: Path) -> dict[str, Any]:
             return ""
 
     changed = [line for line in git("status", "--porcelain").splitlines() if line.strip()]
-    return {"commit": git("rev-parse", "--short", "HEAD") or "unknown", "dirty": bool(changed), "changed_files": len(changed)}
+    return {
+        "commit": git("rev-parse", "--short", "HEAD") or "unknown",
+        "dirty": bool(changed),
+        "changed_files": len(changed),
+    }
 
 
 def machine_notes() -> dict[str, Any]:
@@ -32,7 +36,9 @@ def machine_notes() -> dict[str, Any]:
         if line.startswith("model name"):
             cpu_model = line.split(":", 1)[1].strip()
             break
-    memory_kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+    memory_kib = next(
+        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+    )
     return {
         "nproc": os.cpu_count(),
         "memory_gib": round(memory_kib / 1024**2, 1),

@@ -120,7 +120,9 @@ def _wait_caught_up(worker: SidecarWorker, cases: list[SealCase]) -> float:
     return time.time()
 
 
-def _rotate_and_measure(worker: SidecarWorker, watcher: TopicWatcher, case: SealCase, root: Path, seed: int) -> dict[str, Any]:
+def _rotate_and_measure(
+    worker: SidecarWorker, watcher: TopicWatcher, case: SealCase, root: Path, seed: int
+) -> dict[str, Any]:
     """Append the tail, create the next hour's file, wait for the seal record; the timings."""
     following = _next_hour_file(case, root, seed)
     with open(case.path, "ab") as f:
@@ -138,7 +140,9 @@ def _rotate_and_measure(worker: SidecarWorker, watcher: TopicWatcher, case: Seal
     if seal["size"] != case.size:
         raise BenchError(f"the seal of {case.hour.relpath} says {seal['size']} bytes, the file has {case.size}")
     logged = worker.wait_for(
-        lambda: next((e for e in worker.events("seal") if e.get("path") == case.hour.relpath), None), "the seal log event", 30
+        lambda: next((e for e in worker.events("seal") if e.get("path") == case.hour.relpath), None),
+        "the seal log event",
+        30,
     )
     finalized = epoch_of(seal["finalized_at"])
     return {

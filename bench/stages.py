@@ -43,7 +43,11 @@ def run(ctx: RunContext) -> ScenarioResult:
     total_lines = sum(t["lines"] for t in timings.values())
     stages = list(next(iter(timings.values()))["seconds"])
     per_line_us = {s: sum(t["seconds"][s] for t in timings.values()) / total_lines * 1e6 for s in stages}
-    result.details = {"lines": total_lines, "per_line_us": {s: round(v, 3) for s, v in per_line_us.items()}, "per_table": timings}
+    result.details = {
+        "lines": total_lines,
+        "per_line_us": {s: round(v, 3) for s, v in per_line_us.items()},
+        "per_table": timings,
+    }
     for stage, micros in per_line_us.items():
         result.row(f"{stage} (µs/line)", f"{micros:.2f}")
     summed = sum(per_line_us.values())
@@ -68,12 +72,17 @@ def time_stages(table: str, data: bytes) -> dict[str, object]:
 
     lines = timed("split into lines", split)
     infos = timed("inspect_line", lambda: [inspect_line(spec, line.data) for line in lines])
-    good = [(line, info) for line, info in zip(lines, infos) if type(info) is LineInfo]
+    good = [(line, info) for line, info in zip(lines, infos, strict=True) if type(info) is LineInfo]
     records = timed("record: seq, key, headers, partition", lambda: _records(table, good))
     batches = timed("batch append (aiokafka)", lambda: asyncio.run(_append(records)))
     timed("batch close: zstd (aiokafka)", lambda: [batch._build() for batch in batches])  # what send does
     timed("sha256", lambda: hashlib.sha256(data).digest())
-    return {"lines": len(lines), "bytes": len(data), "batches": len(batches), "seconds": {k: round(v, 4) for k, v in seconds.items()}}
+    return {
+        "lines": len(lines),
+        "bytes": len(data),
+        "batches": len(batches),
+        "seconds": {k: round(v, 4) for k, v in seconds.items()},
+    }
 
 
 def _records(table: str, good: list) -> list[tuple[int, bytes, bytes, list]]:
@@ -96,7 +105,11 @@ def _records(table: str, good: list) -> list[tuple[int, bytes, bytes, list]]:
 async def _append(records: list) -> list:
     """The records appended to zstd batches of BATCH_BYTES, one open batch per partition."""
     producer = AIOKafkaProducer(
-        bootstrap_servers="127.0.0.1:9", enable_idempotence=True, acks="all", compression_type="zstd", max_batch_size=BATCH_BYTES
+        bootstrap_servers="127.0.0.1:9",
+        enable_idempotence=True,
+        acks="all",
+        compression_type="zstd",
+        max_batch_size=BATCH_BYTES,
     )
     open_batches: dict[int, object] = {}
     full = []

@@ -42,7 +42,10 @@ def free_port() -> int:
 
 
 def epoch_of(iso: str) -> float:
-    """Seconds since the epoch of a sidecar timestamp (log ``time``, seal ``finalized_at``): ``2026-06-10T14:00:00.123Z``."""
+    """Seconds since the epoch of a sidecar timestamp (log ``time``, seal ``finalized_at``).
+
+    The sidecar writes them as ``2026-06-10T14:00:00.123Z``.
+    """
     return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
@@ -170,7 +173,9 @@ class SidecarWorker:
         deadline = time.monotonic() + timeout_s
         while True:
             if self.process is not None and self.process.poll() is not None:
-                raise BenchError(f"the worker exited ({self.process.returncode}) waiting for {what}; see {self.log_path}")
+                raise BenchError(
+                    f"the worker exited ({self.process.returncode}) waiting for {what}; see {self.log_path}"
+                )
             result = condition()
             if result:
                 return result
@@ -184,5 +189,12 @@ class SidecarWorker:
 
 def settings_summary(settings: Mapping[str, str]) -> dict[str, str]:
     """The settings a reader needs to judge a figure (the rest are paths, ports and names)."""
-    keys = ("POLL_INTERVAL_MS", "READ_BUDGET_BYTES", "SEAL_GRACE_MS", "PRODUCER_LINGER_MS", "PRODUCER_BATCH_BYTES", "BACKUP_SINK")
+    keys = (
+        "POLL_INTERVAL_MS",
+        "READ_BUDGET_BYTES",
+        "SEAL_GRACE_MS",
+        "PRODUCER_LINGER_MS",
+        "PRODUCER_BATCH_BYTES",
+        "BACKUP_SINK",
+    )
     return {key: settings.get(key, DEFAULTS[key]) for key in keys}

@@ -53,15 +53,18 @@ step "5/5 the verifier: every line in Kafka once, every bad line in the DLQ, eve
 status=0
 $FAUST -A hyperdata_sidecar verify --backup-dir "$BACKUP_DIR" --node "$NODE_ID" --timeout 120 || status=$?
 echo
-grep -E '"event":"(seal|backup)"' "$DEMO/worker.log" | $VPY -c '
+$VPY - "$DEMO/worker.log" <<'PY'
 import json, sys
-for line in sys.stdin:
+
+for line in open(sys.argv[1], errors="replace"):
+    if not line.startswith("{"):
+        continue
     e = json.loads(line)
     if e["event"] == "seal":
-        print(f"sealed   {e[\"path\"]:45} {e[\"size\"]:>12,} B  blocks {e[\"block_range\"]}  sha256 {e[\"sha256\"][:16]}…")
-    else:
-        print(f"backed up {e[\"path\"]:44} -> {e[\"ref\"]}")
-'
+        print(f"sealed    {e['path']:45} {e['size']:>12,} B  blocks {e['block_range']}  sha256 {e['sha256'][:16]}...")
+    elif e["event"] == "backup":
+        print(f"backed up {e['path']:45} -> {e['ref']}")
+PY
 
 if [ -t 1 ] && [ "$status" -eq 0 ]; then
   echo
