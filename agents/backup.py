@@ -11,6 +11,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, AsyncIterable
 
+from hyperdata_sidecar.agents.rotations import manifests
 from hyperdata_sidecar.backup import BackupError, NoBackupSink
 from hyperdata_sidecar.core.seal import SealManifest, iso_utc
 
@@ -66,10 +67,5 @@ async def back_up(sidecar: Sidecar, manifest: SealManifest) -> None:
 def install_backup_agent(sidecar: Sidecar) -> None:
     @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.backup")
     async def back_up_files(rotations: AsyncIterable[bytes]) -> None:
-        async for value in rotations:
-            try:
-                manifest = SealManifest.from_json(value)
-            except ValueError as exc:
-                sidecar.log.error("bad_rotation_record", error=str(exc))
-                continue
+        async for manifest in manifests(sidecar, rotations):
             await back_up(sidecar, manifest)

@@ -17,6 +17,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from hyperdata_sidecar.agents.rotations import manifests
 from hyperdata_sidecar.core.seal import SealManifest, iso_utc
 from hyperdata_sidecar.producer import PublishError
 
@@ -117,10 +118,5 @@ def install_seal_agent(sidecar: Sidecar) -> None:
 
     @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.seal")
     async def seal_files(rotations: AsyncIterable[bytes]) -> None:
-        async for value in rotations:
-            try:
-                manifest = SealManifest.from_json(value)
-            except ValueError as exc:
-                sidecar.log.error("bad_rotation_record", error=str(exc))
-                continue
+        async for manifest in manifests(sidecar, rotations):
             await seal(sidecar, published, manifest)

@@ -91,11 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     json_path = (args.out_dir / f"{run_id}-{git['commit']}.json").resolve()
     run["json"] = str(json_path.relative_to(REPO)) if json_path.is_relative_to(REPO) else str(json_path)
     work = args.out_dir / f"work-{run_id}"
-    results: list[ScenarioResult] = []
+    results: dict[str, ScenarioResult] = {}  # by command-line name, in the order they ran
     try:
         with broker(args.out_dir / f"kafka-{run_id}", args.bootstrap) as kafka:
             run.update(bootstrap=kafka.bootstrap, broker_local=kafka.pid is not None, kafka_version=kafka.version)
-            ctx = RunContext(kafka, work, run_id, args)
+            ctx = RunContext(kafka, work, run_id, args, results)
             for name in args.scenarios:
                 print(f"== {name}", flush=True)
                 scenario_began = time.monotonic()
@@ -105,20 +105,21 @@ def main(argv: list[str] | None = None) -> int:
                     traceback.print_exc()
                     result = ScenarioResult(name, error=f"{type(exc).__name__}: {exc}")
                 result.details["scenario_s"] = round(time.monotonic() - scenario_began, 1)
-                ctx.results[name] = result
-                results.append(result)
+                results[name] = result
                 print(report.console_table([result]), flush=True)
     finally:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
     run["total_s"] = round(time.time() - began, 1)
     report.write_json(json_path, run, results)
-    print(f"\n== all figures ({run['total_s'] / 60:.1f} min; {run['json']})\n{report.console_table(results)}")
+    print(
+        f"\n== all figures ({run['total_s'] / 60:.1f} min; {run['json']})\n{report.console_table([*results.values()])}"
+    )
     if not args.no_doc:
         with open(args.doc, "a") as doc:
-            doc.write("\n" + report.markdown(run, results))
+            doc.write("\n" + report.markdown(run, [*results.values()]))
         print(f"appended to {args.doc}")
-    return 1 if any(r.error for r in results) else 0
+    return 1 if any(r.error for r in results.values()) else 0
 
 
 def _effective(args: argparse.Namespace) -> list[str]:

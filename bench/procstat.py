@@ -86,12 +86,18 @@ class CpuWindow:
         busy = self._machine_last[0] - self._machine_first[0]
         return 100.0 * busy / self.wall_s if self.wall_s > 0 else 0.0
 
+    def others_share(self, extra_cpu_s: float = 0.0) -> float:
+        """CPU of every process not watched here (less ``extra_cpu_s`` known by other means), % of one core."""
+        ours = sum(self.cpu_s(name) for name in self.pids) + extra_cpu_s
+        return self.machine_share() - (100.0 * ours / self.wall_s if self.wall_s > 0 else 0.0)
+
     def to_dict(self) -> dict[str, object]:
         return {
             "wall_s": round(self.wall_s, 3),
             "cpu_s": {name: round(self.cpu_s(name), 2) for name in self.pids},
             "cpu_pct_of_one_core": {name: round(self.share(name), 1) for name in self.pids},
             "machine_cpu_pct_of_one_core": round(self.machine_share(), 1),
+            "others_cpu_pct_of_one_core": round(self.others_share(), 1),
         }
 
     def _read(self) -> dict[str, float]:

@@ -2,7 +2,7 @@
 ceiling for this machine; the catch-up figure is reported as a share of it.
 
 kcat gets what the sidecar sends, as close as its command line allows: one message per line, keyed
-by the same coin (``inspect_line``, the sidecar's own code, picks it outside the timed section),
+by the same coin (the sidecar's own line inspection picks it, outside the timed section),
 Kafka's murmur2 partitioner, zstd, acks=all, idempotence, linger 5 ms, 1 MiB batches, topics with
 the contract's partitions. One kcat per table, the three at once, as the sidecar runs its three
 tailers at once. kcat cannot vary headers per message, so each message carries three fixed headers
@@ -23,7 +23,7 @@ from bench.context import RunContext, ScenarioResult
 from bench.corpus import write_backlog
 from bench.procstat import CpuWindow
 from bench.worker import BenchError, topic_names
-from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
+from hyperdata_sidecar.core.lineinfo import LineInfo, inspector_for
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TABLES
 from hyperdata_sidecar.tools.generate import CorpusSummary, FileSummary
 from hyperdata_sidecar.topics import load_contract, producer_max_request_size
@@ -99,7 +99,10 @@ def run(ctx: RunContext) -> ScenarioResult:
     if "broker" in cpu.pids:
         result.row("broker CPU share", f"{cpu.share('broker'):.0f}% of one core")
         result.row("broker CPU s per million lines", f"{cpu.cpu_s('broker') / lines * 1e6:.1f}")
-    result.row("machine CPU (all processes)", f"{cpu.machine_share():.0f}% of 200%")
+    others = cpu.others_share(extra_cpu_s=kcat_cpu)
+    result.row(
+        "machine CPU (all processes)", f"{cpu.machine_share():.0f}% of 200%, of which other processes {others:.0f}%"
+    )
     result.row("every line on the topics", "yes" if counts == expected else f"NO: {counts} of {expected}")
     catchup = ctx.results.get("catchup")
     if catchup is not None and not catchup.error:
@@ -124,13 +127,13 @@ def kcat_version() -> str:
 
 def _keyed_file(corpus: Path, files: list[FileSummary], out: Path) -> tuple[Path, int]:
     """Write ``<coin>\\t<line>`` for every good line of ``files`` (hour order) to ``out``; (path, lines)."""
-    spec = TABLE_BY_DIR[files[0].table]
+    inspect = inspector_for(TABLE_BY_DIR[files[0].table])
     count = 0
     with open(out, "wb") as sink:
         for hour_file in files:
             with open(corpus / hour_file.relpath, "rb") as source:
                 for line in source:
-                    info = inspect_line(spec, line.rstrip(b"\n"))
+                    info = inspect(line.rstrip(b"\n"))
                     if type(info) is LineInfo:
                         sink.write(info.coin.encode() + b"\t" + line)
                         count += 1

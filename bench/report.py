@@ -48,12 +48,14 @@ def machine_notes() -> dict[str, Any]:
     }
 
 
-def write_json(path: Path, run: dict[str, Any], results: list[ScenarioResult]) -> None:
+def write_json(path: Path, run: dict[str, Any], results: dict[str, ScenarioResult]) -> None:
+    """``run`` and every scenario's rows and details, keyed by the scenario's command-line name."""
     path.parent.mkdir(parents=True, exist_ok=True)
     document = {
         **run,
         "scenarios": {
-            r.name: {"error": r.error, "rows": [row.__dict__ for row in r.rows], "details": r.details} for r in results
+            key: {"title": r.name, "error": r.error, "rows": [row.__dict__ for row in r.rows], "details": r.details}
+            for key, r in results.items()
         },
     }
     path.write_text(json.dumps(document, indent=1, default=str) + "\n")

@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaProducer
 
 from bench.context import RunContext, ScenarioResult
 from bench.corpus import START
-from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
+from hyperdata_sidecar.core.lineinfo import LineInfo, inspector_for
 from hyperdata_sidecar.core.partitioner import partition_for
 from hyperdata_sidecar.core.sequencer import BlockSequencer
 from hyperdata_sidecar.core.splitter import LineSplitter
@@ -37,7 +37,7 @@ PARTITIONS = 6
 def run(ctx: RunContext) -> ScenarioResult:
     result = ScenarioResult("stages")
     lines = ctx.options.stage_lines
-    with tempfile.TemporaryDirectory(prefix="bench-stages-", dir=ctx.work) as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-stages-", dir=ctx.scenario_dir("stages")) as tmp:
         corpus = generate_corpus(Path(tmp), hours=1, lines_per_hour=lines, seed=ctx.options.seed, start=START)
         timings = {f.table: time_stages(f.table, (Path(tmp) / f.relpath).read_bytes()) for f in corpus.files}
     total_lines = sum(t["lines"] for t in timings.values())
@@ -71,7 +71,8 @@ def time_stages(table: str, data: bytes) -> dict[str, object]:
         return [line for at in range(0, len(data), READ_BYTES) for line in splitter.feed(data[at : at + READ_BYTES])]
 
     lines = timed("split into lines", split)
-    infos = timed("inspect_line", lambda: [inspect_line(spec, line.data) for line in lines])
+    inspect = inspector_for(spec)
+    infos = timed("inspect the line", lambda: [inspect(line.data) for line in lines])
     good = [(line, info) for line, info in zip(lines, infos, strict=True) if type(info) is LineInfo]
     records = timed("record: seq, key, headers, partition", lambda: _records(table, good))
     batches = timed("batch append (aiokafka)", lambda: asyncio.run(_append(records)))
@@ -86,19 +87,25 @@ def time_stages(table: str, data: bytes) -> dict[str, object]:
 
 
 def _records(table: str, good: list) -> list[tuple[int, bytes, bytes, list]]:
-    """(partition, key, value, headers) per line, built as the tailer builds them."""
+    """(partition, key, value, headers) per line: the per-line work of ``TableTailer._prepare``, redone
+    here so it can be timed alone (keep the two in step when the tailer's record changes)."""
     sequencer = BlockSequencer()
+    table_bytes = table.encode()
     source = f"{table}/hourly/20260610/13".encode()
+    routes: dict[str, tuple[bytes, int]] = {}
     out = []
     for line, info in good:
-        seq = sequencer.assign(info.block_number, info.n_events)
-        key = info.coin.encode()
+        block = info.block_number
+        route = routes.get(info.coin)
+        if route is None:
+            key = info.coin.encode()
+            route = routes[info.coin] = (key, partition_for(key, PARTITIONS))
         headers = [
-            ("line_id", f"{table}|{info.block_number}|{seq}".encode()),
+            ("line_id", b"%s|%d|%d" % (table_bytes, block, sequencer.assign(block, info.n_events))),
             ("source", source),
-            ("offset", str(line.offset).encode()),
+            ("offset", b"%d" % line.offset),
         ]
-        out.append((partition_for(key, PARTITIONS), key, line.data, headers))
+        out.append((route[1], route[0], line.data, headers))
     return out
 
 

@@ -252,7 +252,14 @@ def _install_poll_loop(sidecar: Sidecar, table: str) -> None:
         interval = sidecar.settings.poll_interval_s
         while not sidecar.stopping:
             started = time.monotonic()
-            await sidecar.tick(table)
+            try:
+                await sidecar.tick(table)
+            except Exception as exc:
+                # Unknown state in memory: stop the worker rather than go on from it. A restart
+                # resumes from the last checkpoint, which never covers unacknowledged lines.
+                sidecar.log.error("poll_crashed", table=table, error=f"{type(exc).__name__}: {exc}")
+                await sidecar.app.crash(exc)
+                raise
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
     poll.__name__ = poll.__qualname__ = f"hyperdata_sidecar.poll.{table}"

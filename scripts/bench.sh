@@ -6,7 +6,7 @@
 # Installs kcat (the reference producer, and the latency consumer's reader) when it is missing,
 # then runs the harness with the project's venv. The harness starts its own Kafka broker on free
 # ports with its data under var/bench/ and removes it afterwards; results go to var/bench/*.json
-# and a table is appended to docs/benchmarks.md. Takes about 6 minutes with the defaults on a
+# and a table is appended to docs/benchmarks.md. Takes 4–6 minutes with the defaults on a
 # 2-core machine.
 set -euo pipefail
 

@@ -63,7 +63,8 @@ async def run_all(drills: list[Drill], work_dir: Path, port: int | None, *, full
     results = []
     try:
         for drill in drills:
-            ctx = DrillContext(broker.bootstrap, work_dir / f"drill-{drill.number}", f"drill{drill.number}-{uuid.uuid4().hex[:6]}.", broker=broker)
+            name = f"drill-{drill.number}-{drill.run.__name__}"
+            ctx = DrillContext(broker.bootstrap, work_dir / name, f"{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}.", broker=broker)
             ctx.root.mkdir()
             print(f"== drill {drill.number}: {drill.run.__name__} ...", flush=True)
             started = time.monotonic()
@@ -110,7 +111,7 @@ def rows(results: list[tuple[DrillResult, float]]) -> list[tuple[str, ...]]:
     out = []
     for result, took in results:
         recovery = "-" if result.recovery_s is None else f"{result.recovery_s:.1f}s"
-        out.append((f"{result.number}. {result.title}", result.outcome, count(result.lost), count(result.duplicates), recovery, f"{took:.0f}s"))
+        out.append((f"{result.label}. {result.title}", result.outcome, count(result.lost), count(result.duplicates), recovery, f"{took:.0f}s"))
     return out
 
 
@@ -124,7 +125,7 @@ def markdown(results: list[tuple[DrillResult, float]]) -> str:
     lines = ["| " + " | ".join(HEADER) + " |", "| " + " | ".join("---" for _ in HEADER) + " |"]
     lines += ["| " + " | ".join(row) + " |" for row in rows(results)]
     for result, _took in results:
-        lines += ["", f"**{result.number}. {result.title}** — {result.outcome}", ""]
+        lines += ["", f"**{result.label}. {result.title}** — {result.outcome}", ""]
         lines += [f"- [{'x' if c.passed else ' '}] {c.name}" for c in result.checks]
         lines += [f"- {n}" for n in result.notes]
     return "\n".join(lines) + "\n"

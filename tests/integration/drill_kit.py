@@ -46,18 +46,16 @@ class DrillContext:
     """Where a drill runs: a broker, an empty directory of its own and a topic prefix no one else uses.
 
     ``broker`` is given to drills that stop and start it (they start it again before they return).
-    ``worker_env`` is added to every worker's environment.
     """
 
     bootstrap: str
     root: Path
     prefix: str
     broker: LocalKafka | None = None
-    worker_env: Mapping[str, str] = field(default_factory=dict)
 
     def sidecar(self, name: str = "node", **overrides: str) -> Sidecar:
         """A sidecar rooted at ``root/name`` (its own watch, state and backup dirs) on the drill's topics."""
-        return Sidecar(self.root / name, self.bootstrap, self.prefix, **{**self.worker_env, **overrides})
+        return Sidecar(self.root / name, self.bootstrap, self.prefix, **overrides)
 
 
 @dataclass(frozen=True)
@@ -73,12 +71,17 @@ class DrillResult:
 
     number: int
     title: str
+    variant: str = ""  # "b" for a second drill under the same number
     checks: list[Check] = field(default_factory=list)
     lost: int | None = None
     duplicates: int | None = None
     recovery_s: float | None = None
     notes: list[str] = field(default_factory=list)
     observed: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.number}{self.variant}"
 
     @property
     def ok(self) -> bool:
@@ -111,7 +114,7 @@ class DrillResult:
         )
 
     def describe(self) -> str:
-        lines = [f"drill {self.number} ({self.title}): {self.outcome}"]
+        lines = [f"drill {self.label} ({self.title}): {self.outcome}"]
         for c in self.checks:
             lines.append(f"  [{'ok' if c.passed else 'FAILED'}] {c.name}")
             if not c.passed and c.detail:

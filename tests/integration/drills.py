@@ -203,7 +203,7 @@ async def broker_down(
 # ---------------------------------------------------------------------------- 3. broker absent at startup
 
 
-async def broker_absent_at_start(ctx: DrillContext, *, absent_s: float = 15.0, hours: int = 2, lines_per_hour: int = 3000) -> DrillResult:
+async def broker_absent_at_start(ctx: DrillContext, *, absent_s: float = 8.0, hours: int = 2, lines_per_hour: int = 3000) -> DrillResult:
     """Start the worker with the broker down; bring the broker up ``absent_s`` later."""
     if ctx.broker is None:
         raise DrillError("broker_absent_at_start needs a broker it may stop")
@@ -539,6 +539,35 @@ def _mount(args: list[str]) -> None:
     subprocess.run(["mount", *args], check=True, capture_output=True)
 
 
+async def sigterm_while_backup_fails(ctx: DrillContext, *, lines_per_hour: int = 1500, stop_bound_s: float = 20.0) -> DrillResult:
+    """SIGTERM while the backup agent is retrying a backup that cannot succeed (a symlink below
+    BACKUP_DIR: refused as unsafe): the worker exits 0 within the bound, and the restarted worker
+    hands the file to the backup agent again."""
+    result = DrillResult(9, "SIGTERM while a backup keeps failing", variant="b")
+    sidecar = ctx.sidecar()
+    corpus(sidecar.watch, hours=2, lines_per_hour=lines_per_hour)
+    (ctx.root / "outside").mkdir()
+    (sidecar.backups / FILLS).symlink_to(ctx.root / "outside", target_is_directory=True)
+    worker = sidecar.start()
+    try:
+        unsafe = lambda: any(e["reason"] == "unsafe_path" for e in sidecar.events("backup_failed"))  # noqa: E731
+        await wait_for(worker, unsafe, "the fills backup to be refused")
+        code, took = await terminate(worker, stop_bound_s)
+        result.note(f"exit {code} {took:.1f}s after SIGTERM")
+        result.check(f"exits 0 within {stop_bound_s:.0f}s", code == 0, worker.log_tail())
+        if code is None:
+            kill(worker)
+        (sidecar.backups / FILLS).unlink()
+        worker = sidecar.start()
+        restarted = time.monotonic()
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups))
+        result.recovery_s = time.monotonic() - restarted
+        await stop(worker, result)
+    finally:
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
 # ---------------------------------------------------------------------------- 10. SIGTERM during heavy catch-up
 
 
@@ -645,6 +674,7 @@ DRILLS: tuple[Drill, ...] = (
     Drill(7, deleted_before_published, dict(lines_per_hour=20_000)),
     Drill(8, hostile_lines, dict(examples=1000, max_line_bytes=8 * MiB, lines_per_hour=20_000)),
     Drill(9, backup_target_unwritable, dict(hours=3, lines_per_hour=20_000)),
+    Drill(9, sigterm_while_backup_fails),
     Drill(10, sigterm_during_catch_up, dict(hours=2, lines_per_hour=300_000)),
     Drill(11, two_nodes, dict(hours=2, lines_per_hour=40_000, replay_s=120.0)),
 )

@@ -1,9 +1,7 @@
 """The fast fault drills of issue 8 (1, 3, 4, 6, 7, 8) at CI scale, against the session's broker.
 
 The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all eleven at full scale);
-each test runs one and asserts every check it made. Workers here use a 10 s consumer-group session
-timeout: a SIGKILLed worker's membership otherwise holds the restart back for Faust's default 60 s,
-which is measured by the full-scale run, not here.
+each test runs one and asserts every check it made.
 """
 
 from __future__ import annotations
@@ -16,15 +14,13 @@ from drills import (
     hostile_lines,
     local_state_lost,
     sigkill_mid_tail,
+    sigterm_while_backup_fails,
     truncated_or_replaced,
 )
 
-FAST_RESTART = {"BROKER_SESSION_TIMEOUT": "10"}
-
-
 @pytest.fixture
 def ctx(tmp_path, kafka_bootstrap, kafka_broker, unique_topic_prefix) -> DrillContext:
-    return DrillContext(kafka_bootstrap, tmp_path, unique_topic_prefix, broker=kafka_broker, worker_env=FAST_RESTART)
+    return DrillContext(kafka_bootstrap, tmp_path, unique_topic_prefix, broker=kafka_broker)
 
 
 async def test_sigkill_three_times_mid_tail_loses_nothing_seals_once_and_duplicates_only_unpersisted_windows(ctx):
@@ -60,4 +56,13 @@ async def test_a_file_deleted_before_it_was_published_is_logged_counted_and_the_
 
 async def test_hostile_lines_never_stop_the_worker_and_every_line_lands_on_its_topic_or_the_dlq(ctx):
     result = await hostile_lines(ctx)
+    assert result.ok, result.describe()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Faust waits on shutdown for the backup agent's event (stream_wait_empty), and the agent retries until the backup succeeds",
+)
+async def test_sigterm_while_a_backup_keeps_failing_exits_within_the_stop_bound(ctx):
+    result = await sigterm_while_backup_fails(ctx)
     assert result.ok, result.describe()

@@ -1,0 +1,19 @@
+"""The rotation topic as the seal and backup agents read it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, AsyncIterable, AsyncIterator
+
+from hyperdata_sidecar.core.seal import SealManifest
+
+if TYPE_CHECKING:
+    from hyperdata_sidecar.plugin import Sidecar
+
+
+async def manifests(sidecar: Sidecar, rotations: AsyncIterable[bytes]) -> AsyncIterator[SealManifest]:
+    """The rotation records of ``rotations`` as manifests; a record that is not one is logged and skipped."""
+    async for value in rotations:
+        try:
+            yield SealManifest.from_json(value)
+        except ValueError as exc:
+            sidecar.log.error("bad_rotation_record", error=str(exc))
