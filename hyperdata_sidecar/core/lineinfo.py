@@ -8,7 +8,7 @@ Rejected lines go to the DLQ with the reason; :func:`inspect_line` never raises 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import msgspec
 import orjson
@@ -19,8 +19,7 @@ REASONS = ("blank", "malformed", "no_block", "no_coin", "oversize", "unterminate
 """Every DLQ reason. ``inspect_line`` returns the first four; the splitter's results give the last two."""
 
 
-@dataclass(frozen=True, slots=True)
-class LineInfo:
+class LineInfo(NamedTuple):
     """A good line: the coin of its first event, its block, how many events it holds, its block_time."""
 
     coin: str
@@ -68,7 +67,10 @@ def inspect_line(spec: TableSpec, line: bytes) -> LineInfo | Rejection:
     - ``no_coin``: ``events`` missing, not an array or empty, or its first event has no non-empty
       string coin where ``spec.coin_location`` says it is.
     """
-    return inspector_for(spec)(line)
+    inspect = _INSPECTORS.get(spec.dir_name)
+    if inspect is None:
+        inspect = _INSPECTORS[spec.dir_name] = inspector_for(spec)
+    return inspect(line)
 
 
 # ---------------------------------------------------------------------------- fast path
@@ -77,33 +79,33 @@ def inspect_line(spec: TableSpec, line: bytes) -> LineInfo | Rejection:
 # does not check UTF-8 inside the strings it skips, so non-ASCII lines are decoded first.
 
 
-class _Envelope(msgspec.Struct):
-    block_number: int
-    events: list[msgspec.Raw]
-    block_time: str | None = None
-
-
-class _Coin(msgspec.Struct):
+class _Coin(msgspec.Struct, gc=False):
     coin: str
 
 
-class _Order(msgspec.Struct):
+class _Order(msgspec.Struct, gc=False):
     order: _Coin
 
 
+_INSPECTORS: dict[str, Callable[[bytes], LineInfo | Rejection]] = {}
 _MAX_BLOCK = 2**63  # beyond 64 bits orjson reads a float: leave those to the full inspection
-_FIRST_EVENT: dict[CoinLocation, tuple[msgspec.json.Decoder, Callable[[Any], str]]] = {
-    CoinLocation.EVENT: (msgspec.json.Decoder(_Coin), lambda event: event.coin),
-    CoinLocation.ORDER: (msgspec.json.Decoder(_Order), lambda event: event.order.coin),
-    CoinLocation.FILL_TUPLE: (msgspec.json.Decoder(tuple[msgspec.Raw, _Coin]), lambda event: event[1].coin),
+# Per layout: what an event must hold for the fast path (only the coin is decoded; every other
+# field is validated and skipped) and where its coin is. A line whose later events lack a coin is
+# valid but fails this schema: the full inspection takes it.
+_EVENT_LAYOUT: dict[CoinLocation, tuple[Any, Callable[[Any], str]]] = {
+    CoinLocation.EVENT: (_Coin, lambda event: event.coin),
+    CoinLocation.ORDER: (_Order, lambda event: event.order.coin),
+    CoinLocation.FILL_TUPLE: (tuple[msgspec.Raw, _Coin], lambda event: event[1].coin),
 }
 
 
 def _fast_inspector(location: CoinLocation) -> Callable[[bytes], LineInfo | None]:
     """For one table layout: a good line's facts, or None when the full inspection must decide."""
-    decode_envelope = msgspec.json.Decoder(_Envelope).decode
-    first_decoder, coin_of = _FIRST_EVENT[location]
-    decode_first = first_decoder.decode
+    event_type, coin_of = _EVENT_LAYOUT[location]
+    envelope_type = msgspec.defstruct(
+        "Envelope", [("block_number", int), ("events", list[event_type]), ("block_time", str | None, None)], gc=False
+    )
+    decode = msgspec.json.Decoder(envelope_type).decode
 
     def inspect_fast(line: bytes) -> LineInfo | None:
         if not line.isascii():
@@ -112,13 +114,13 @@ def _fast_inspector(location: CoinLocation) -> Callable[[bytes], LineInfo | None
             except UnicodeDecodeError:
                 return None
         try:
-            envelope = decode_envelope(line)
-            events = envelope.events
-            if not events or not 0 <= envelope.block_number < _MAX_BLOCK:
-                return None
-            coin = coin_of(decode_first(events[0]))
+            envelope = decode(line)
         except (msgspec.DecodeError, RecursionError):
             return None
+        events = envelope.events
+        if not events or not 0 <= envelope.block_number < _MAX_BLOCK:
+            return None
+        coin = coin_of(events[0])
         if not coin:
             return None
         return LineInfo(coin, envelope.block_number, len(events), envelope.block_time)
