@@ -604,12 +604,15 @@ async def sigterm_during_catch_up(
 
 
 async def two_nodes(ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 12_000, replay_s: float = 40.0) -> DrillResult:
-    """Two sidecars (their own NODE_ID, watch tree and state) into the same topics; SIGKILL one mid-replay.
+    """Two sidecars (their own NODE_ID, watch tree and state) on one broker, sharing the seal and DLQ
+    topics; SIGKILL one mid-replay.
 
-    The trees hold different hours so the verifier can tell the nodes' lines apart.
+    Each node has its own data topics: the verifier's per-partition order check would compare the
+    two nodes' lines with each other. The trees hold different hours, so even the shared topics
+    tell the nodes' records apart by their source.
     """
     result = DrillResult(11, "two NODE_IDs, one killed")
-    a, b = ctx.sidecar("node-a"), ctx.sidecar("node-b")
+    a, b = (ctx.sidecar(f"node-{n}", **{spec.topic_env: f"{ctx.prefix}{n}.{spec.default_topic}" for spec in TABLES}) for n in "ab")
     summaries = [
         corpus(ctx.root / "corpus-a", hours=hours, lines_per_hour=lines_per_hour, seed=21),
         corpus(ctx.root / "corpus-b", hours=hours, lines_per_hour=lines_per_hour, seed=22, start=DAY_BOUNDARY + datetime.timedelta(hours=6)),
