@@ -16,6 +16,7 @@ import resource
 import shutil
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 
 from bench import kafka, targets
@@ -23,7 +24,7 @@ from bench.context import RunContext, ScenarioResult
 from bench.corpus import write_backlog
 from bench.procstat import CpuWindow
 from bench.worker import BenchError, topic_names
-from hyperdata_sidecar.core.lineinfo import LineInfo, inspector_for
+from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TABLES
 from hyperdata_sidecar.tools.generate import CorpusSummary, FileSummary
 from hyperdata_sidecar.topics import load_contract, producer_max_request_size
@@ -127,7 +128,7 @@ def kcat_version() -> str:
 
 def _keyed_file(corpus: Path, files: list[FileSummary], out: Path) -> tuple[Path, int]:
     """Write ``<coin>\\t<line>`` for every good line of ``files`` (hour order) to ``out``; (path, lines)."""
-    inspect = inspector_for(TABLE_BY_DIR[files[0].table])
+    inspect = partial(inspect_line, TABLE_BY_DIR[files[0].table])
     count = 0
     with open(out, "wb") as sink:
         for hour_file in files:

@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaProducer
 
 from bench.context import RunContext, ScenarioResult
 from bench.corpus import START
-from hyperdata_sidecar.core.lineinfo import LineInfo, inspector_for
+from hyperdata_sidecar.core.lineinfo import LineInfo, fast_inspector, inspect_line
 from hyperdata_sidecar.core.partitioner import partition_for
 from hyperdata_sidecar.core.sequencer import BlockSequencer
 from hyperdata_sidecar.core.splitter import LineSplitter
@@ -71,8 +71,8 @@ def time_stages(table: str, data: bytes) -> dict[str, object]:
         return [line for at in range(0, len(data), READ_BYTES) for line in splitter.feed(data[at : at + READ_BYTES])]
 
     lines = timed("split into lines", split)
-    inspect = inspector_for(spec)
-    infos = timed("inspect the line", lambda: [inspect(line.data) for line in lines])
+    fast = fast_inspector(spec)  # as the tailer does: the fast path, the full inspection where it defers
+    infos = timed("inspect the line", lambda: [fast(line.data) or inspect_line(spec, line.data) for line in lines])
     good = [(line, info) for line, info in zip(lines, infos, strict=True) if type(info) is LineInfo]
     records = timed("record: seq, key, headers, partition", lambda: _records(table, good))
     batches = timed("batch append (aiokafka)", lambda: asyncio.run(_append(records)))

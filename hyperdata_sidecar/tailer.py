@@ -23,7 +23,7 @@ from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.finalization import FileStage, finalization_stage
 from hyperdata_sidecar.core.hourfile import HourFile
-from hyperdata_sidecar.core.lineinfo import LineInfo, inspector_for
+from hyperdata_sidecar.core.lineinfo import LineInfo, fast_inspector, inspect_line
 from hyperdata_sidecar.core.partitioner import partition_for
 from hyperdata_sidecar.core.seal import SealManifest, iso_utc
 from hyperdata_sidecar.core.sequencer import BlockSequencer
@@ -37,7 +37,7 @@ from hyperdata_sidecar.producer import DataPlaneProducer, Outbox, PublishError, 
 HEAD_BYTES = 64  # enough of the first line (its local_time has ns precision) to tell a replaced file
 DIGEST_SLICE = 64 * 1024 * 1024  # digest catch-up per idle cycle after a restart
 MAX_BACKOFF_S = 30.0
-MAX_IN_FLIGHT = 3  # cycles per file published but not yet acked (memory: this many read budgets)
+MAX_IN_FLIGHT = 6  # cycles per file published but not yet acked (memory: this many read budgets)
 
 
 class TailerHost(Protocol):
@@ -135,7 +135,7 @@ class TableTailer:
         self._dir_missing_logged = False
         self._counts: tuple[int, int] | None = None  # partitions of (data topic, DLQ topic)
         self._route: dict[str, tuple[bytes, int]] = {}
-        self._inspect = inspector_for(spec)
+        self._inspect_fast = fast_inspector(spec)
         self._table_bytes = spec.dir_name.encode()
         for path, cursor in stored.items():
             hour = HourFile.parse(path)
@@ -361,7 +361,7 @@ class TableTailer:
         topic = self.settings.topic_for(self.spec)
         by_partition: list[list[Record]] = [[] for _ in range(self._counts[0])]
         route = self._route
-        inspect = self._inspect
+        inspect_fast = self._inspect_fast
         assign = tracked.sequencer.assign
         table = self._table_bytes
         source = tracked.cursor.path.encode()
@@ -372,7 +372,7 @@ class TableTailer:
                 )
                 self._dead_letter(outbox, totals, source, item.offset, "oversize", ref)
                 continue
-            info = inspect(item.data)
+            info = inspect_fast(item.data) or inspect_line(self.spec, item.data)
             if type(info) is not LineInfo:
                 self._dead_letter(outbox, totals, source, item.offset, info.reason, item.data)
                 continue

@@ -106,6 +106,9 @@ class DrillResult:
         self.lost = (self.lost or 0) + lost
         self.duplicates = (self.duplicates or 0) + report.duplicates
         prefix = f"{label}: " if label else ""
+        per_table = {t.table: t.counts["duplicate"] + t.counts["dlq_duplicate"] for t in report.tables.values()}
+        if any(per_table.values()):
+            self.note(f"{prefix}duplicates by table: " + ", ".join(f"{table} {n}" for table, n in per_table.items() if n))
         self.check(f"{prefix}nothing lost, wrong or sealed twice", report.failures == 0, report.summary())
         self.check(
             f"{prefix}duplicates {report.duplicates} <= {allowed_duplicates}",
