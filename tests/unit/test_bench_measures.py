@@ -56,14 +56,13 @@ def test_recorder_counts_lines_it_cannot_read_apart_from_the_latencies() -> None
     assert recorder.total.n == 0
 
 
-def test_cpu_window_measures_this_process_and_the_machine() -> None:
+def test_cpu_window_measures_this_process() -> None:
     window = CpuWindow({"me": os.getpid()}).start()
     deadline = cpu_seconds(os.getpid()) + 0.05
     while cpu_seconds(os.getpid()) < deadline:
         pass
     window.stop()
     assert window.cpu_s("me") >= 0.05
-    assert window.machine_share() >= window.share("me") * 0.5  # the machine's ticks are coarser than ours
     assert memory_kib(os.getpid())["VmHWM"] >= memory_kib(os.getpid())["VmRSS"] > 0
 
 
