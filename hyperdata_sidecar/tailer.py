@@ -118,7 +118,6 @@ class CycleTotals:
     first_block: int | None = None
     last_block: int | None = None
     newest_block_time: str | None = None
-    bytes_out: int = 0
 
 
 class TableTailer:
@@ -133,6 +132,7 @@ class TableTailer:
         self._fresh_start = not stored
         self._carry = BlockSequencer()
         self._dir_missing_logged = False
+        self._ignored: set[str] = set()
         self._counts: tuple[int, int] | None = None  # partitions of (data topic, DLQ topic)
         self._route: dict[str, tuple[bytes, int]] = {}
         self._inspect_fast = fast_inspector(spec)
@@ -184,10 +184,15 @@ class TableTailer:
             except FileNotFoundError:
                 continue
             for entry in entries:
+                hour = HourFile.parse(f"{self.spec.dir_name}/hourly/{date.name}/{entry.name}")
+                if hour is None:
+                    continue
                 if entry.is_file(follow_symlinks=False):
-                    hour = HourFile.parse(f"{self.spec.dir_name}/hourly/{date.name}/{entry.name}")
-                    if hour is not None:
-                        found.append(hour)
+                    found.append(hour)
+                elif hour.relpath not in self._ignored:
+                    # The node writes regular files; a link could point anywhere (even at a backup).
+                    self._ignored.add(hour.relpath)
+                    self.host.log.warning("hour_file_ignored", path=hour.relpath, reason="not a regular file")
         found.sort()
         return found
 
