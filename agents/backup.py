@@ -49,7 +49,8 @@ async def back_up(sidecar: Sidecar, manifest: SealManifest) -> None:
             sidecar.log.warning("backup_failed", path=path, attempt=attempts, reason=exc.reason, error=str(exc), retry_in_s=delay)
             if exc.reason == "source_missing":
                 return
-            await asyncio.sleep(delay)
+            if not await sidecar.pause(delay):
+                return  # stopping: the rotation is handed over again on the next start
             delay = min(delay * 2, MAX_BACKOFF_S)
             continue
         sidecar.metrics.backup_result("noop" if existing else "ok")

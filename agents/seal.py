@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar
 
 MAX_BACKOFF_S = 30.0
+STOP_CHECK_S = 0.5
 
 
 class PublishedSeals:
@@ -77,7 +78,9 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
     if manifest.path in sidecar.seals:
         sidecar.log.info("seal_already_recorded", path=manifest.path)
         return
-    await sidecar.connected.wait()
+    while not sidecar.connected.is_set():
+        if not await sidecar.pause(STOP_CHECK_S):
+            return
     delay = 0.5
     while True:
         try:
@@ -102,7 +105,8 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
         except (PublishError, KafkaError, OSError, asyncio.TimeoutError) as exc:
             sidecar.metrics.producer_error("seal")
             sidecar.log.limited(logging.WARNING, "seal_failed", manifest.path, 10.0, path=manifest.path, error=str(exc), retry_in_s=delay)
-            await asyncio.sleep(delay)
+            if not await sidecar.pause(delay):
+                return  # stopping: the rotation is handed over again on the next start
             delay = min(delay * 2, MAX_BACKOFF_S)
             await sidecar.producer.recover()
     published.add(manifest)

@@ -14,6 +14,7 @@ import uuid
 from typing import Any, Iterable
 
 import faust
+from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 from mode import Service
 
@@ -32,6 +33,7 @@ INSTALLED_ATTR = "_hyperdata_sidecar"
 # No value_type: Faust would call dict.from_data() on every changelog record during recovery.
 JSON_SCHEMA = dict(key_type=str, key_serializer="json", value_serializer="json")
 CONNECT_MAX_BACKOFF_S = 30.0
+STOP_CHECK_S = 0.5  # how soon a back-off notices that the worker is stopping
 
 
 class Sidecar:
@@ -97,6 +99,43 @@ class Sidecar:
 
     # ------------------------------------------------------------------ lifecycle
 
+    async def pause(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking early when the worker stops; False if it is stopping."""
+        deadline = time.monotonic() + seconds
+        while not self.stopping and (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, STOP_CHECK_S))
+        return not self.stopping
+
+    def connect_error(self, exc: BaseException) -> str:
+        """One line for a failed connection; names the security protocol, since a TLS or SASL
+        mismatch often surfaces from the client as a bare connection error."""
+        text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        protocol = self.settings.security.protocol
+        if protocol != "PLAINTEXT":
+            text += f" (security protocol {protocol}: check the listener, credentials and certificates)"
+        return text
+
+    async def wait_for_broker(self) -> None:
+        """Return once a Kafka client can bootstrap from KAFKA_BOOTSTRAP, logging one line per failed try."""
+        delay = 0.5
+        attempt = 0
+        while not self.stopping:
+            attempt += 1
+            client = AIOKafkaClient(bootstrap_servers=self.settings.kafka_bootstrap, **self.settings.security.client_kwargs())
+            try:
+                await client.bootstrap()
+                return
+            except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+                self.broker_state(False)
+                self.log.warning(
+                    "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, attempt=attempt,
+                    error=self.connect_error(exc), retry_in_s=delay,
+                )
+            finally:
+                await client.close()
+            await self.pause(delay)
+            delay = min(delay * 2, CONNECT_MAX_BACKOFF_S)
+
     async def connect(self) -> None:
         """Check the watch dir, apply the topic contract and connect the producer, retrying the broker."""
         check_runtime(self.settings)
@@ -114,9 +153,9 @@ class Sidecar:
             except (KafkaError, OSError, asyncio.TimeoutError) as exc:
                 self.broker_state(False)
                 self.log.warning(
-                    "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, error=f"{type(exc).__name__}: {exc}", retry_in_s=delay
+                    "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, error=self.connect_error(exc), retry_in_s=delay
                 )
-                await asyncio.sleep(delay)
+                await self.pause(delay)
                 delay = min(delay * 2, CONNECT_MAX_BACKOFF_S)
                 continue
             self.broker_state(True)

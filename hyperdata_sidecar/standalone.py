@@ -13,8 +13,7 @@ import faust
 
 from hyperdata_sidecar.commands import install_commands
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
-from hyperdata_sidecar.plugin import install
-
+from hyperdata_sidecar.plugin import Sidecar, install
 
 #: Cyclic-GC thresholds for the worker process. The hot path allocates a few containers per line
 #: (40k lines/s in production); with CPython's default (700, 10, 10) the collector runs constantly
@@ -26,15 +25,18 @@ class SidecarApp(faust.App):
     """The standalone app: checks the file system settings before the worker touches Kafka, and
     tunes the garbage collector of the worker process (an embedding app decides that for itself)."""
 
-    sidecar_settings: Settings
+    sidecar: Sidecar
 
     async def on_first_start(self) -> None:
         try:
-            check_runtime(self.sidecar_settings)
+            check_runtime(self.sidecar.settings)
         except ConfigError as exc:
             print(f"hyperdata-sidecar: configuration error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
         gc.set_threshold(*GC_THRESHOLDS)
+        # Faust's own producer and consumer give up when the broker is absent at start; the
+        # sidecar may start before the broker, so it waits here, saying so once per try.
+        await self.sidecar.wait_for_broker()
         await super().on_first_start()
 
     async def on_started(self) -> None:
@@ -67,8 +69,7 @@ def create_app(settings: Settings | None = None) -> faust.App:
         broker_heartbeat_interval=1.0,
         autodiscover=False,
     )
-    app.sidecar_settings = settings
-    install(app, settings)
+    app.sidecar = install(app, settings)
     install_commands(app)
     return app
 

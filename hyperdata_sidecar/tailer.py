@@ -63,6 +63,9 @@ class TailerHost(Protocol):
     def broker_state(self, connected: bool) -> None:
         """Report whether the last publish reached the broker."""
 
+    async def pause(self, seconds: float) -> bool:
+        """Back off for up to ``seconds``; False (early) when the worker is stopping."""
+
 
 class Abandoned(Exception):
     """The worker is stopping; the cycle in flight was not checkpointed."""
@@ -355,9 +358,8 @@ class TableTailer:
                 )
             except PublishError as exc:
                 self.host.log.limited(logging.WARNING, "topic_metadata_unavailable", self.spec.dir_name, 10.0, error=str(exc))
-                if self.host.stopping:
+                if not await self.host.pause(delay):
                     raise Abandoned() from exc
-                await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
                 await self.host.producer.recover()
 
@@ -426,9 +428,8 @@ class TableTailer:
                 await self.host.producer.publish(outbox)
             except PublishError as exc:
                 self._report_publish_failure(outbox, exc, retry_in_s=delay)
-                if self.host.stopping:
+                if not await self.host.pause(delay):
                     raise Abandoned() from exc
-                await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
                 self.host.metrics.producer_retry()
                 await self.host.producer.recover()
