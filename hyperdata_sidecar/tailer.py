@@ -36,7 +36,7 @@ from hyperdata_sidecar.producer import DataPlaneProducer, Outbox, PublishError, 
 
 HEAD_BYTES = 64  # enough of the first line (its local_time has ns precision) to tell a replaced file
 DIGEST_SLICE = 64 * 1024 * 1024  # digest catch-up per idle cycle after a restart
-MAX_BACKOFF_S = 30.0
+MAX_BACKOFF_S = 5.0  # publish retries: a returning broker is used within seconds
 MAX_IN_FLIGHT = 6  # cycles per file published but not yet acked (memory: this many read budgets)
 
 
@@ -337,7 +337,9 @@ class TableTailer:
                 await self.host.producer.settle(flight.acks)
                 self.host.broker_state(True)
             except PublishError as exc:
-                self._report_publish_failure(flight.outbox, exc, retry_in_s=0)
+                # Possibly an old failure (batches queued before an outage): _publish below says
+                # whether the broker is reachable now.
+                self._report_publish_failure(flight.outbox, exc, retry_in_s=0, broker_down=False)
                 for waiting in tracked.in_flight:
                     if waiting.acks:
                         await asyncio.gather(*waiting.acks, return_exceptions=True)
@@ -437,8 +439,9 @@ class TableTailer:
             self.host.broker_state(True)
             return
 
-    def _report_publish_failure(self, outbox: Outbox, exc: PublishError, *, retry_in_s: float) -> None:
-        self.host.broker_state(False)
+    def _report_publish_failure(self, outbox: Outbox, exc: PublishError, *, retry_in_s: float, broker_down: bool = True) -> None:
+        if broker_down:
+            self.host.broker_state(False)
         self.host.metrics.producer_error("publish")
         self.host.log.limited(
             logging.WARNING, "publish_failed", self.spec.dir_name, 10.0,
