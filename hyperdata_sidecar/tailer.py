@@ -253,6 +253,9 @@ class TableTailer:
             if size > tracked.read_pos:
                 await self._cycle(tracked, size)
                 if self.host.stopping:
+                    # Shutting down: persist what the broker acked (the acks of cycles in flight
+                    # come within milliseconds), so a restart repeats as little as possible.
+                    await self._settle_all(tracked)
                     return False
                 continue
             break
