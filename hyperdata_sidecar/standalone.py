@@ -67,6 +67,11 @@ def create_app(settings: Settings | None = None) -> faust.App:
         # 10 s instead of Faust's 60 s. The poll loops yield between cycles, so heartbeats keep flowing.
         broker_session_timeout=10.0,
         broker_heartbeat_interval=1.0,
+        # Do not wait on shutdown for every buffered event to be processed: a rotation queued behind
+        # a backup that keeps failing would hold SIGTERM. Unprocessed records are redelivered on
+        # the next start, and every agent is idempotent (full-cursor checkpoints, seal and backup
+        # dedup through their tables).
+        stream_wait_empty=False,
         autodiscover=False,
     )
     app.sidecar = install(app, settings)

@@ -86,7 +86,8 @@ async def run_one(drill: Drill, ctx: DrillContext, *, full: bool) -> DrillResult
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         result = DrillResult(drill.number, drill.run.__name__)
-        result.check("the drill ran to its end", False, "".join(traceback.format_exception(exc))[-3000:])
+        where = "".join(traceback.format_exception(exc)[-3:-1])
+        result.check("the drill ran to its end", False, f"{type(exc).__name__}: {str(exc)[-3000:]}\n{where}")
         return result
 
 

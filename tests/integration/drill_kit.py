@@ -9,6 +9,7 @@ tests assert on it; ``scripts/drills.py`` prints it as a table.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -121,7 +122,9 @@ class DrillResult:
         for c in self.checks:
             lines.append(f"  [{'ok' if c.passed else 'FAILED'}] {c.name}")
             if not c.passed and c.detail:
-                lines.extend(f"      {line}" for line in c.detail.splitlines()[-40:])
+                detail = c.detail.splitlines()
+                shown = detail if len(detail) <= 40 else [*detail[:3], "...", *detail[-36:]]
+                lines.extend(f"      {line}" for line in shown)
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
 
@@ -168,8 +171,12 @@ async def wait_for(worker: WorkerProcess | None, condition: Callable[[], bool], 
         if await asyncio.to_thread(_holds, condition):
             return time.monotonic() - started
         if time.monotonic() - started > timeout_s:
-            tail = worker.log_tail() if worker is not None else ""
-            raise DrillError(f"gave up after {timeout_s:.0f}s waiting for {what}\n{tail}")
+            tail = ""
+            if worker is not None:
+                os.kill(pid(worker), signal.SIGUSR1)  # mode's worker writes every task's stack to its log
+                await asyncio.sleep(2.0)
+                tail = worker.log_tail()
+            raise DrillError(f"gave up after {timeout_s:.0f}s waiting for {what} (task stacks in the worker log)\n{tail}")
         await asyncio.sleep(POLL_S)
 
 
@@ -215,6 +222,42 @@ def caught_up(worker: WorkerProcess, watch: Path) -> bool:
         if files and lag.get(spec.dir_name) != (files[-1].relpath, 0.0):
             return False
     return True
+
+
+def marks(watch: Path) -> dict[str, int]:
+    """Where each table's newest file ends its last complete line now: what a caught-up sidecar has published."""
+    found = {}
+    for spec in TABLES:
+        files = hour_files(watch, spec.dir_name)
+        if files:
+            found[files[-1].relpath] = _complete_end(watch / files[-1].relpath)
+    return found
+
+
+def _complete_end(path: Path) -> int:
+    with open(path, "rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - 65536)
+            f.seek(start)
+            chunk = f.read(end - start)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            end = start
+    return 0
+
+
+def reached(worker: WorkerProcess, points: dict[str, int]) -> bool:
+    """The sidecar has acked every line up to ``points`` (see :func:`marks`), or finalized those files.
+
+    Unlike :func:`caught_up` this holds while the node keeps writing.
+    """
+    status, _type, body = worker.get("/sidecar/files/")
+    if status != 200:
+        return False
+    files = {f["path"]: f for f in json.loads(body)["files"]}
+    return all(path in files and (files[path]["offset"] >= point or files[path]["state"] != "tailing") for path, point in points.items())
 
 
 def rss_kib(process_id: int) -> int:

@@ -28,10 +28,6 @@ async def test_sigkill_three_times_mid_tail_loses_nothing_seals_once_and_duplica
     assert result.ok, result.describe()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the worker exits (1) when Faust's own producer cannot bootstrap, before the sidecar's retrying connect runs",
-)
 async def test_a_broker_absent_at_startup_is_waited_for_with_logged_retries(ctx):
     if ctx.broker is None:
         pytest.skip("HYPERDATA_TEST_BOOTSTRAP names an external broker this test may not stop")
@@ -59,10 +55,6 @@ async def test_hostile_lines_never_stop_the_worker_and_every_line_lands_on_its_t
     assert result.ok, result.describe()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Faust waits on shutdown for the backup agent's event (stream_wait_empty), and the agent retries until the backup succeeds",
-)
 async def test_sigterm_while_a_backup_keeps_failing_exits_within_the_stop_bound(ctx):
     result = await sigterm_while_backup_fails(ctx)
     assert result.ok, result.describe()

@@ -67,7 +67,6 @@ async def test_a_sasl_login_against_a_plaintext_listener_fails_within_a_bound_na
     assert re.search("sasl", said, re.IGNORECASE), said
 
 
-@pytest.mark.xfail(strict=True, reason="aiokafka reports the reset TLS handshake as an empty error; nothing names TLS/SSL")
 async def test_tls_against_a_plaintext_listener_fails_within_a_bound_naming_tls(ctx):
     said = await fails_or_keeps_failing(ctx.sidecar(KAFKA_SECURITY_PROTOCOL="SSL"))
     assert re.search("ssl|tls|handshake|certificate", said, re.IGNORECASE), said
