@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 MAX_BACKOFF_S = 30.0
 STOP_CHECK_S = 0.5
+SEAL_TOPIC_READ_TIMEOUT_S = 60.0  # reading the seal topic once; a broker outage must not hang the agent
 
 
 class PublishedSeals:
@@ -84,7 +85,7 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
     delay = 0.5
     while True:
         try:
-            if await published.contains(manifest):
+            if await asyncio.wait_for(published.contains(manifest), SEAL_TOPIC_READ_TIMEOUT_S):
                 sidecar.log.info("seal_found_on_topic", path=manifest.path)
             else:
                 await sidecar.producer.send_one(sidecar.settings.topic_seals, manifest.key.encode(), manifest.to_json())

@@ -71,3 +71,32 @@ class EventLog:
 
     def _emit(self, level: int, event: str, fields: dict[str, Any]) -> None:
         self._logger.log(level, event, extra={"fields": {**self._context, **fields}})
+
+
+class RepeatFilter(logging.Filter):
+    """Lets each message template of the loggers under ``prefix`` through at most once per
+    ``every_s``; the next one that passes says how many were held back. For client libraries that
+    log every failed reconnect (aiokafka logs thousands of lines a second while a broker is down).
+    Attach it to handlers: a logger's own filters do not apply to its child loggers."""
+
+    def __init__(self, prefix: str = "aiokafka", every_s: float = 10.0) -> None:
+        super().__init__()
+        self._prefix = prefix
+        self._every_s = every_s
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(self._prefix):
+            return True
+        key = f"{record.name}:{record.msg}"
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self._every_s:
+            self._held[key] = self._held.get(key, 0) + 1
+            return False
+        self._last[key] = now
+        held = self._held.pop(key, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} more like this in the last {self._every_s:.0f}s)"
+        return True

@@ -155,7 +155,12 @@ class DataPlaneProducer:
 
     async def send_one(self, topic: str, key: bytes, value: bytes, headers: Sequence[Header] = ()) -> None:
         """Send a single low-rate record (seals) and wait for its ack."""
+        producer, generation = self.producer, self._generation
         try:
-            await self.producer.send_and_wait(topic, value, key=key, headers=list(headers))
+            await producer.send_and_wait(topic, value, key=key, headers=list(headers))
         except (KafkaError, asyncio.TimeoutError, OSError) as exc:
             raise PublishError(f"{type(exc).__name__}: {exc}") from exc
+        except asyncio.CancelledError:
+            if generation != self._generation:  # recover() replaced the producer under this send
+                raise PublishError("the producer was replaced while sending") from None
+            raise

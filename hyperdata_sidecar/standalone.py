@@ -7,12 +7,14 @@ cluster without sharing consumer groups or changelogs.
 from __future__ import annotations
 
 import gc
+import logging
 import sys
 
 import faust
 
 from hyperdata_sidecar.commands import install_commands
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
+from hyperdata_sidecar.logs import RepeatFilter
 from hyperdata_sidecar.plugin import Sidecar, install
 
 #: Cyclic-GC thresholds for the worker process. The hot path allocates a few containers per line
@@ -34,6 +36,9 @@ class SidecarApp(faust.App):
             print(f"hyperdata-sidecar: configuration error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
         gc.set_threshold(*GC_THRESHOLDS)
+        repeats = RepeatFilter()
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(repeats)
         # Faust's own producer and consumer give up when the broker is absent at start; the
         # sidecar may start before the broker, so it waits here, saying so once per try.
         await self.sidecar.wait_for_broker()

@@ -85,3 +85,20 @@ def test_the_public_summary_never_shows_the_sasl_password(tmp_path, monkeypatch)
         {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_PASSWORD": "hunter2"}
     )
     assert "hunter2" not in repr(settings.public_summary()) and "hunter2" not in repr(settings)
+
+
+def test_repeated_client_log_lines_are_held_back_and_counted():
+    import logging
+
+    from hyperdata_sidecar.logs import RepeatFilter
+
+    repeats = RepeatFilter(every_s=3600)
+
+    def record(name: str, msg: str) -> logging.LogRecord:
+        return logging.LogRecord(name, logging.ERROR, __file__, 1, msg, None, None)
+
+    assert repeats.filter(record("aiokafka.conn", "Unable connect to node %s"))
+    assert not repeats.filter(record("aiokafka.conn", "Unable connect to node %s"))
+    assert repeats.filter(record("aiokafka", "Unable to update metadata"))
+    assert repeats.filter(record("faust.app", "Unable connect to node %s"))  # other loggers pass
+    assert repeats.filter(record("faust.app", "Unable connect to node %s"))
