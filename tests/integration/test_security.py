@@ -137,6 +137,7 @@ async def test_symlinks_in_the_watch_tree_are_not_followed_into_a_backup_outside
     try:
         await wait_for(worker, lambda: len(sidecar.events("backup")) >= 2, "the real finalized files to be backed up")
         adopted = {event["path"] for event in sidecar.events("file_adopted")}
+        ignored = {event["path"] for event in sidecar.events("hour_file_ignored")}
     finally:
         assert worker.stop() == 0
     assert tree_state(outside) == before
@@ -147,6 +148,7 @@ async def test_symlinks_in_the_watch_tree_are_not_followed_into_a_backup_outside
         "node_order_statuses_streaming/hourly/20260610/22",
     }
     assert "node_raw_book_diffs_streaming/hourly/20260610/23" not in adopted
+    assert "node_raw_book_diffs_streaming/hourly/20260610/23" in ignored
     assert not any(path.startswith("node_fills_streaming/") for path in adopted)
 
 
