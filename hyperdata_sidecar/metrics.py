@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from hyperdata_sidecar.core.lineinfo import REASONS as DLQ_REASONS
 from hyperdata_sidecar.core.tables import TABLES
 
 PREFIX = "hyperdata_sidecar_"
@@ -24,6 +25,12 @@ BACKUP_RESULTS = ("ok", "noop", "failed")
 POLL_CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # From a running digest (milliseconds) to a full re-hash of a 50 GB file after a restart (minutes).
 SEAL_LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0)
+
+
+def hour_start_epoch(date: str, hour: str) -> float:
+    """Epoch seconds of the start of the UTC hour an hour file is named for (``<YYYYMMDD>/<H>``)."""
+    day = datetime.strptime(date, "%Y%m%d").replace(tzinfo=UTC)
+    return day.timestamp() + int(hour) * 3600
 
 
 def block_time_to_epoch(block_time: str) -> float | None:
@@ -76,7 +83,9 @@ class SidecarMetrics:
         self._tables: set[str] = set()
         self._newest_block_time: dict[str, float] = {}
         self._oldest_unsealed: dict[str, float | None] = {}
+        self._oldest_unsealed_hour_end: dict[str, float | None] = {}
         self._define()
+        self._define_alerting()
         for table in tables:
             self._track(table)
         for result in BACKUP_RESULTS:
@@ -153,6 +162,7 @@ class SidecarMetrics:
         self._oldest_unsealed_age.labels(table).set_function(
             lambda: self._lag_since(self._oldest_unsealed.get(table))
         )
+        self._track_alerting(table)
 
     def _lag_since(self, epoch: float | None) -> float:
         return 0.0 if epoch is None else max(0.0, self._clock() - epoch)
@@ -238,6 +248,8 @@ class SidecarMetrics:
         """Lines sent to the DLQ since this process started: table → reason → count."""
         counts: dict[str, dict[str, int]] = {}
         for labels, count in _totals(self._dlq):
+            if not count:
+                continue  # the series every (table, reason) starts with
             counts.setdefault(labels["table"], {})[labels["reason"]] = int(count)
         return counts
 
@@ -245,6 +257,59 @@ class SidecarMetrics:
         """Now minus the newest published block_time of ``table``; None before its first line."""
         epoch = self._newest_block_time.get(table)
         return None if epoch is None else self._lag_since(epoch)
+
+    # -- for alerts and the dashboard (deploy/) --------------------------------------------
+    # What deploy/prometheus/alerts.yml needs beyond the contract's metrics. DLQ series start
+    # at zero for every (table, reason) so that increase() sees a table's first DLQ line.
+
+    def _define_alerting(self) -> None:
+        table = ("table",)
+        self._files_lost = Counter(
+            PREFIX + "files_lost_total",
+            "Hour files deleted before they were fully published or before their seal.",
+            table,
+            registry=self.registry,
+        )
+        self._newest_hour_file = Gauge(
+            PREFIX + "newest_hour_file_start_seconds",
+            "Epoch seconds of the start of the UTC hour the table's newest hour file is named for.",
+            table,
+            registry=self.registry,
+        )
+        self._oldest_unsealed_hour_age = Gauge(
+            PREFIX + "oldest_unsealed_hour_age_seconds",
+            "Seconds since the end of the hour named by the table's oldest hour file without a seal "
+            "(0 while that hour is still running, or when every file is sealed).",
+            table,
+            registry=self.registry,
+        )
+        self._lag_warn_bytes = Gauge(
+            PREFIX + "lag_warn_bytes", "LAG_WARN_BYTES: the tail lag above which the sidecar warns.", registry=self.registry
+        )
+
+    def _track_alerting(self, table: str) -> None:
+        self._files_lost.labels(table)
+        for reason in DLQ_REASONS:
+            self._dlq.labels(table, reason)
+        self._oldest_unsealed_hour_age.labels(table).set_function(
+            lambda: self._lag_since(self._oldest_unsealed_hour_end.get(table))
+        )
+
+    def file_lost(self, table: str) -> None:
+        """A file of ``table`` was deleted before it was fully published or before its seal."""
+        self._files_lost.labels(table).inc()
+
+    def set_newest_hour_file(self, table: str, hour_start_epoch: float) -> None:
+        """``table``'s newest hour file on disk is named for the UTC hour starting at ``hour_start_epoch``."""
+        self._newest_hour_file.labels(table).set(hour_start_epoch)
+
+    def set_oldest_unsealed_hour_end(self, table: str, hour_end_epoch: float | None) -> None:
+        """End of the hour named by ``table``'s oldest file without a seal, or None when all are sealed."""
+        self._track(table)
+        self._oldest_unsealed_hour_end[table] = hour_end_epoch
+
+    def set_lag_warn_bytes(self, nbytes: int) -> None:
+        self._lag_warn_bytes.set(nbytes)
 
     # -- exposition ------------------------------------------------------------------------
 

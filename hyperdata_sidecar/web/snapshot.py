@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
 from hyperdata_sidecar.core.tables import TABLES
-from hyperdata_sidecar.metrics import block_time_to_epoch
+from hyperdata_sidecar.metrics import block_time_to_epoch, hour_start_epoch
 from hyperdata_sidecar.web.files import (
     FileState,
     FileStatus,
@@ -144,19 +144,24 @@ def refresh_gauges(sidecar: Sidecar) -> None:
     """Bring the gauges that describe state (not events) up to date before a scrape.
 
     Readiness, files tailed, the current file's tail lag and held bytes (from a fresh ``stat``, so
-    a tailer stuck on an unreachable broker still shows its lag growing) and the oldest finalized
-    file without a seal.
+    a tailer stuck on an unreachable broker still shows its lag growing), the oldest finalized
+    file without a seal, the oldest hour without a seal and the lag threshold the alerts compare with.
     """
     metrics = sidecar.metrics
     metrics.set_ready(not not_ready_reasons(sidecar))
+    metrics.set_lag_warn_bytes(sidecar.settings.lag_warn_bytes)
     live = live_files(sidecar)
     seals_table = sidecar.seals
     for table, tailer in sidecar.tailers.items():
         metrics.set_files_tailed(table, len(tailer.files))
         oldest: float | None = None
+        oldest_hour_end: float | None = None
         current_set = False
         for path in sorted(tailer.files, key=lambda p: tailer.files[p].hour):
-            cursor = tailer.files[path].cursor
+            tracked = tailer.files[path]
+            cursor = tracked.cursor
+            if oldest_hour_end is None and cursor.stage is not CursorStage.SKIPPED and path not in seals_table:
+                oldest_hour_end = hour_start_epoch(tracked.hour.date, tracked.hour.hour) + 3600
             if cursor.stage is CursorStage.TAILING and not current_set and path in live:
                 metrics.set_tail_lag(table, path, max(0, live[path].size - cursor.byte_offset))
                 metrics.set_partial_held(table, path, live[path].held_bytes)
@@ -166,6 +171,7 @@ def refresh_gauges(sidecar: Sidecar) -> None:
                 if finalized is not None and (oldest is None or finalized < oldest):
                     oldest = finalized
         metrics.set_oldest_unsealed(table, oldest)
+        metrics.set_oldest_unsealed_hour_end(table, oldest_hour_end)
 
 
 def file_state_counts(statuses: list[FileStatus]) -> dict[str, int]:

@@ -8,7 +8,8 @@ import re
 import prometheus_client
 import pytest
 
-from hyperdata_sidecar.metrics import SidecarMetrics, block_time_to_epoch
+from hyperdata_sidecar.core.lineinfo import REASONS
+from hyperdata_sidecar.metrics import SidecarMetrics, block_time_to_epoch, hour_start_epoch
 
 BLOCK_TIME = "2026-06-10T12:56:15.035481067"
 BLOCK_EPOCH = calendar.timegm((2026, 6, 10, 12, 56, 15)) + 0.035481
@@ -35,6 +36,10 @@ EXPECTED_TYPES = {
     "hyperdata_sidecar_truncated_files_total": "counter",
     "hyperdata_sidecar_ready": "gauge",
     "hyperdata_sidecar_seal_latency_seconds": "histogram",
+    "hyperdata_sidecar_files_lost_total": "counter",
+    "hyperdata_sidecar_newest_hour_file_start_seconds": "gauge",
+    "hyperdata_sidecar_oldest_unsealed_hour_age_seconds": "gauge",
+    "hyperdata_sidecar_lag_warn_bytes": "gauge",
 }
 
 
@@ -262,6 +267,68 @@ def test_oldest_unsealed_age_counts_from_finalization_and_resets_when_all_are_se
 
     assert aged == 60.0
     assert value(metrics, "hyperdata_sidecar_oldest_unsealed_finalized_age_seconds", table=FILLS) == 0
+
+
+def test_oldest_unsealed_hour_age_counts_from_the_end_of_that_hour() -> None:
+    clock = Clock(hour_start_epoch("20260610", "13") + 1800)
+    metrics = SidecarMetrics(clock=clock)
+    metrics.set_oldest_unsealed_hour_end(FILLS, hour_start_epoch("20260610", "14"))
+    running = value(metrics, "hyperdata_sidecar_oldest_unsealed_hour_age_seconds", table=FILLS)
+    clock.now += 3600
+    overdue = value(metrics, "hyperdata_sidecar_oldest_unsealed_hour_age_seconds", table=FILLS)
+    metrics.set_oldest_unsealed_hour_end(FILLS, None)
+
+    assert (running, overdue) == (0, 1800)
+    assert value(metrics, "hyperdata_sidecar_oldest_unsealed_hour_age_seconds", table=FILLS) == 0
+
+
+# -- for alerts ------------------------------------------------------------------------------
+
+
+def test_lost_files_are_counted_per_table_from_zero() -> None:
+    metrics = SidecarMetrics(tables=[BOOK, FILLS])
+    metrics.file_lost(FILLS)
+    metrics.file_lost(FILLS)
+
+    assert value(metrics, "hyperdata_sidecar_files_lost_total", table=BOOK) == 0
+    assert value(metrics, "hyperdata_sidecar_files_lost_total", table=FILLS) == 2
+
+
+def test_every_dlq_reason_of_every_table_starts_at_zero() -> None:
+    metrics = SidecarMetrics(tables=[BOOK, FILLS])
+
+    assert {
+        (table, reason): value(metrics, "hyperdata_sidecar_dlq_lines_total", table=table, reason=reason)
+        for table in (BOOK, FILLS)
+        for reason in REASONS
+    } == {(table, reason): 0 for table in (BOOK, FILLS) for reason in REASONS}
+
+
+def test_newest_hour_file_is_absent_until_set_then_holds_the_hour_start() -> None:
+    metrics = SidecarMetrics()
+    before = value(metrics, "hyperdata_sidecar_newest_hour_file_start_seconds", table=BOOK)
+    metrics.set_newest_hour_file(BOOK, hour_start_epoch("20260611", "0"))
+
+    assert before is None  # no file seen yet is not "a file from 1970"
+    assert value(metrics, "hyperdata_sidecar_newest_hour_file_start_seconds", table=BOOK) == calendar.timegm(
+        (2026, 6, 11, 0, 0, 0)
+    )
+
+
+def test_lag_warn_threshold_is_exposed_for_alerts() -> None:
+    metrics = SidecarMetrics()
+    metrics.set_lag_warn_bytes(268_435_456)
+
+    assert value(metrics, "hyperdata_sidecar_lag_warn_bytes") == 268_435_456
+
+
+@pytest.mark.parametrize(
+    ("date", "hour", "utc"),
+    [("20260610", "9", (2026, 6, 10, 9)), ("20260610", "09", (2026, 6, 10, 9)), ("20261231", "23", (2026, 12, 31, 23)),
+     ("20240229", "0", (2024, 2, 29, 0))],
+)
+def test_hour_start_is_the_utc_hour_the_file_is_named_for(date: str, hour: str, utc: tuple[int, ...]) -> None:
+    assert hour_start_epoch(date, hour) == calendar.timegm((*utc, 0, 0))
 
 
 # -- isolation ---------------------------------------------------------------------------------
