@@ -1,6 +1,8 @@
 """Backup sinks: where a sealed hour file is copied once it is whole, immutable and checksummed.
 
-The backup agent hands every sealed file to one ``BackupSink``, chosen by ``BACKUP_SINK``:
+The backup agent hands every sealed file to one ``BackupSink``: the one registered under the name
+``BACKUP_SINK`` in the ``hyperdata_sidecar.backup_sinks`` entry-point group. This project registers
+two (``pyproject.toml``):
 
 * ``local`` (``LocalBackupSink``) copies it to ``BACKUP_DIR/<relative path>``, atomically and verified;
 * ``none`` (``NoBackupSink``) disables backups.
@@ -10,12 +12,14 @@ A sink never deletes or alters the source file, and ``LocalBackupSink`` never wr
 
 Writing an S3/GCS sink
 ----------------------
-This repository carries no cloud SDKs; a cloud sink lives in the deployment that needs it:
+This repository carries no cloud SDKs; a cloud sink is a distribution of its own, installed in the
+sidecar's environment. ``tests/integration/sink_plugin/`` is a complete one (a test installs it).
 
-1. Subclass ``BackupSink``, set ``name`` (e.g. ``"s3"``) and implement ``backup()``: upload
-   ``local_path`` to ``<prefix>/<relpath>``, send ``sha256`` along (S3 ``x-amz-checksum-sha256`` or
-   object metadata, a GCS ``crc32c``/``md5`` check plus ``sha256`` metadata) so the store verifies
-   what it received, and return the object URL (``s3://bucket/key``) as the remote ref.
+1. Subclass ``BackupSink`` (its docstring is the contract), set ``name`` (e.g. ``"s3"``) and
+   implement ``backup()``: upload ``local_path`` to ``<prefix>/<relpath>``, send ``sha256`` along
+   (S3 ``x-amz-checksum-sha256`` or object metadata, a GCS ``crc32c``/``md5`` check plus ``sha256``
+   metadata) so the store verifies what it received, and return the object URL
+   (``s3://bucket/key``) as the remote ref.
 2. Keep the contract: an object already present with metadata ``sha256`` equal to the expected one
    is a no-op returning the same ref; every failure is a ``BackupError`` with one of the
    ``REASONS`` (throttling and network errors are ``io_error``: the agent retries with backoff).
@@ -23,9 +27,15 @@ This repository carries no cloud SDKs; a cloud sink lives in the deployment that
    multi-GB upload must not stall the event loop that tails the node's files.
 4. Optionally override ``find_existing()`` with a cheap metadata lookup (``HEAD`` object) so the
    agent can count no-op backups.
-5. Register a factory under the sink's ``name`` in ``SINKS`` before the app starts
-   (``backup.SINKS["s3"] = lambda _backup_dir: S3BackupSink.from_env()``); ``make_sink`` then
-   builds it when ``BACKUP_SINK=s3``. The factory gets ``BACKUP_DIR`` and may ignore it.
+5. Override ``create()`` to read the sink's own settings (bucket, prefix) from the environment —
+   ``faust.ini`` accepts only the sidecar's keys — and raise ``ConfigError`` naming the one that is
+   missing or wrong. Credentials come from the SDK's usual chain and are never logged.
+6. Register the class in the distribution's ``pyproject.toml``, under the name it sets::
+
+       [project.entry-points."hyperdata_sidecar.backup_sinks"]
+       s3 = "acme_backup_s3:S3BackupSink"
+
+   then ``pip install`` it next to the sidecar (or in a layer on its image) and set ``BACKUP_SINK=s3``.
 """
 
 from __future__ import annotations
@@ -38,8 +48,10 @@ import hashlib
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path, PurePosixPath
+
+from hyperdata_sidecar.config import BACKUP_SINK_GROUP, ConfigError, backup_sink_names
 
 _CHUNK_BYTES = 4 * 1024 * 1024
 _TEMP_SUFFIX = ".partial"
@@ -76,30 +88,49 @@ def failure_reason(err: OSError, *, on_source: bool) -> str:
 class BackupSink(abc.ABC):
     """Where sealed hour files are backed up; one instance serves the whole sidecar.
 
-    ``backup()`` is called by the backup agent once per sealed file, after its seal is published,
-    with the file's local path, its path relative to WATCH_DIR and the seal's sha256. It may be
-    called again for the same file (retries, restarts, a replayed rotation record).
+    A sink is a plug-in: its class is registered in the ``hyperdata_sidecar.backup_sinks``
+    entry-point group under its ``name``, and ``BACKUP_SINK=<name>`` selects it. Its lifecycle:
 
-    Returns a remote ref (a URL-like string naming the copy) once the copy is durable and verified
-    against ``sha256``. A copy that already exists with that hash is left as it is and its ref is
-    returned: the call is idempotent.
+    ``create(backup_dir)``
+        Called once, when the sidecar is installed on its Faust app (before the worker connects to
+        Kafka), with ``BACKUP_DIR``, which a sink that stores elsewhere ignores. Returns the sink.
+        Raises ``ConfigError`` naming the setting when the sink's own configuration is missing or
+        invalid; the worker then stops with that one line (exit 2), as it does for any other
+        exception here, reported as a ``BACKUP_SINK`` error.
+    ``find_existing(relpath, sha256)``
+        Called by the backup agent for each sealed file before ``backup()``, to tell a no-op from a
+        fresh copy. Returns the ref of a copy already stored under ``relpath`` with ``sha256``, else
+        ``None``. Raises ``BackupError`` like ``backup()``.
+    ``backup(local_path, relpath=..., sha256=...)``
+        Called by the backup agent once per sealed file, after its seal is published, unless
+        ``find_existing()`` found the copy; called again for the same file after a failure, a
+        restart or a replayed rotation record. ``local_path`` is the file, ``relpath`` its path
+        relative to WATCH_DIR, ``sha256`` the seal's digest. Returns a remote ref (a URL-like string
+        naming the copy) once the copy is durable and verified against ``sha256``; a copy that
+        already exists with that hash is left as it is and its ref returned (the call is
+        idempotent). Raises ``BackupError`` for every failure: the agent records it in the
+        ``sidecar-backups`` table, counts it (``hyperdata_sidecar_backups_total{result="failed"}``)
+        and retries with backoff, except after ``source_missing``.
 
-    Raises ``BackupError`` for every failure; its ``reason`` tells the agent what happened
-    (the agent retries with backoff and counts the failure). It never deletes or alters the source.
+    Every call runs on the worker's event loop: blocking I/O belongs in a thread. A sink never
+    deletes or alters the source file. The agent records ``name`` and the ref in ``sidecar-backups``.
     """
 
     name: str
+
+    @classmethod
+    def create(cls, backup_dir: Path) -> BackupSink:
+        """Build the sink for ``BACKUP_DIR``; see the class contract. The default takes no arguments."""
+        return cls()
 
     @abc.abstractmethod
     async def backup(self, local_path: Path, *, relpath: str, sha256: str) -> str:
         """Copy ``local_path`` to this sink under ``relpath`` and verify it; see the class contract."""
 
     async def find_existing(self, relpath: str, sha256: str) -> str | None:
-        """Return the ref of a copy already stored under ``relpath`` with ``sha256``, else ``None``.
+        """The ref of a copy already stored under ``relpath`` with ``sha256``, else ``None``.
 
-        Called by the agent before ``backup()`` to tell a no-op from a fresh copy. The default
-        finds nothing, which is always correct: ``backup()`` is idempotent on its own.
-        Raises ``BackupError`` like ``backup()``.
+        The default finds nothing, which is always correct: ``backup()`` is idempotent on its own.
         """
         return None
 
@@ -126,6 +157,10 @@ class LocalBackupSink(BackupSink):
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+
+    @classmethod
+    def create(cls, backup_dir: Path) -> LocalBackupSink:
+        return cls(backup_dir)
 
     async def backup(self, local_path: Path, *, relpath: str, sha256: str) -> str:
         return await asyncio.to_thread(self._backup, Path(local_path), relpath, sha256.lower())
@@ -343,20 +378,35 @@ def _error(err: OSError, *, on_source: bool, what: str) -> BackupError:
 # -- selection --------------------------------------------------------------------------------
 
 
-SINKS: dict[str, Callable[[Path], BackupSink]] = {
-    LocalBackupSink.name: LocalBackupSink,
-    NoBackupSink.name: lambda _backup_dir: NoBackupSink(),
-}
-"""``BACKUP_SINK`` name -> factory taking ``BACKUP_DIR``; a cloud sink registers itself here."""
-
-
 def make_sink(name: str, backup_dir: Path) -> BackupSink:
-    """The sink selected by ``BACKUP_SINK``; raises ``ValueError`` naming the valid choices."""
+    """The sink registered as ``name`` in the ``hyperdata_sidecar.backup_sinks`` entry points, created
+    for ``backup_dir``.
+
+    Raises ``ConfigError`` for ``BACKUP_SINK`` when no distribution or more than one registers
+    ``name``, when the entry point cannot be loaded or is not a ``BackupSink`` class whose ``name``
+    is ``name``, or when its ``create()`` fails with anything but a ``ConfigError`` of its own.
+    """
+    found = list(entry_points(group=BACKUP_SINK_GROUP, name=name))
+    if not found:
+        registered = ", ".join(backup_sink_names()) or "none at all"
+        raise ConfigError("BACKUP_SINK", f"no backup sink is registered as {name!r} (registered: {registered})")
+    if len(found) > 1:
+        owners = ", ".join(sorted(f"{ep.value} from {ep.dist.name if ep.dist else '?'}" for ep in found))
+        raise ConfigError("BACKUP_SINK", f"{name!r} is registered more than once: {owners}")
+    entry = found[0]
     try:
-        factory = SINKS[name]
-    except KeyError:
-        choices = ", ".join(sorted(SINKS))
-        raise ValueError(
-            f"BACKUP_SINK={name!r} is not a known backup sink; choose one of: {choices}"
-        ) from None
-    return factory(Path(backup_dir))
+        sink_class = entry.load()
+    except Exception as exc:
+        raise ConfigError("BACKUP_SINK", f"cannot load sink {name!r} ({entry.value}): {type(exc).__name__}: {exc}") from exc
+    if not (isinstance(sink_class, type) and issubclass(sink_class, BackupSink)):
+        raise ConfigError("BACKUP_SINK", f"sink {name!r} ({entry.value}) is not a BackupSink subclass")
+    if getattr(sink_class, "name", None) != name:
+        raise ConfigError(
+            "BACKUP_SINK", f"sink {name!r} ({entry.value}) names itself {getattr(sink_class, 'name', None)!r}"
+        )
+    try:
+        return sink_class.create(Path(backup_dir))
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError("BACKUP_SINK", f"sink {name!r} could not be created: {type(exc).__name__}: {exc}") from exc

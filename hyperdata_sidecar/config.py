@@ -11,6 +11,7 @@ import configparser
 import os
 import socket
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Mapping
 
@@ -54,7 +55,9 @@ DEFAULTS: dict[str, str] = {
     "KAFKA_SSL_KEYFILE": "",
 }
 
-BACKUP_SINKS = ("local", "none")
+#: Backup sinks are plug-ins: a distribution registers a ``BackupSink`` class in this entry-point
+#: group under the name ``BACKUP_SINK`` selects (this project registers ``local`` and ``none``).
+BACKUP_SINK_GROUP = "hyperdata_sidecar.backup_sinks"
 INITIAL_POSITIONS = ("beginning", "end")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -209,7 +212,7 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         initial_position=_choice(raw, "INITIAL_POSITION", INITIAL_POSITIONS),
         seal_grace_s=_non_negative_int(raw, "SEAL_GRACE_MS") / 1000,
         state_path=Path(_nonempty(raw, "STATE_PATH")),
-        backup_sink=_choice(raw, "BACKUP_SINK", BACKUP_SINKS),
+        backup_sink=_backup_sink(raw),
         backup_dir=Path(_nonempty(raw, "BACKUP_DIR")),
         node_id=_node_id(raw["NODE_ID"]),
         web_bind=_nonempty(raw, "WEB_BIND"),
@@ -273,6 +276,20 @@ def _choice(raw: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
         shown = ", ".join(c or "''" for c in choices)
         raise ConfigError(name, f"must be one of {shown} (got {value!r})")
     return value
+
+
+def backup_sink_names() -> tuple[str, ...]:
+    """The ``BACKUP_SINK`` values the installed distributions register, sorted."""
+    return tuple(sorted({ep.name for ep in entry_points(group=BACKUP_SINK_GROUP)}))
+
+
+def _backup_sink(raw: Mapping[str, str]) -> str:
+    names = backup_sink_names()
+    if not names:
+        raise ConfigError(
+            "BACKUP_SINK", f"no backup sink is registered in entry-point group {BACKUP_SINK_GROUP}: is hyperdata-sidecar installed?"
+        )
+    return _choice(raw, "BACKUP_SINK", names)
 
 
 def _node_id(value: str) -> str:

@@ -7,6 +7,7 @@ import hashlib
 import os
 import subprocess
 from collections.abc import Callable, Iterator
+from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from hyperdata_sidecar.backup import (
     make_sink,
     normalize_relpath,
 )
+from hyperdata_sidecar.config import BACKUP_SINK_GROUP, ConfigError
 
 RELPATH = "node_fills_streaming/hourly/20260610/13"
 CONTENT = b'{"block_number":1,"events":[]}\n' * 5000
@@ -375,5 +377,18 @@ def test_make_sink_builds_the_disabled_sink() -> None:
 
 
 def test_make_sink_names_the_valid_choices_for_an_unknown_sink() -> None:
-    with pytest.raises(ValueError, match="s3.*local, none"):
+    with pytest.raises(ConfigError, match="'s3'.*local, none") as err:
         make_sink("s3", Path("/backups"))
+
+    assert err.value.setting == "BACKUP_SINK"
+
+
+def test_the_built_in_sinks_are_registered_as_entry_points_of_this_distribution() -> None:
+    registered = {
+        ep.name: ep.value for ep in distribution("hyperdata-sidecar").entry_points if ep.group == BACKUP_SINK_GROUP
+    }
+
+    assert registered == {
+        "local": "hyperdata_sidecar.backup:LocalBackupSink",
+        "none": "hyperdata_sidecar.backup:NoBackupSink",
+    }

@@ -60,6 +60,21 @@ def test_a_bad_value_is_one_error_naming_its_setting(name, value, tmp_path, monk
     assert str(err.value).startswith(f"{expected}: ") and "\n" not in str(err.value)
 
 
+def test_an_unregistered_backup_sink_is_an_error_listing_the_registered_ones(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load_settings({"BACKUP_SINK": "s3"})
+
+    assert err.value.setting == "BACKUP_SINK"
+    assert "local, none" in str(err.value) and "'s3'" in str(err.value)
+
+
+@pytest.mark.parametrize("sink", ["local", "none"])
+def test_every_built_in_backup_sink_is_accepted(sink, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_settings({"BACKUP_SINK": sink}).backup_sink == sink
+
+
 def test_an_unknown_key_in_the_config_file_is_an_error(tmp_path):
     ini = tmp_path / "sidecar.ini"
     ini.write_text("[sidecar]\nPOLL_INTERVAL = 5\n")
