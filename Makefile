@@ -7,7 +7,7 @@ VPY := $(VENV)/bin/python
 # Written after a successful install; older than pyproject.toml means "install again".
 STAMP := $(VENV)/.installed-from-pyproject
 
-.PHONY: venv test unit kafka-up kafka-down demo bench drills
+.PHONY: venv test unit alerts-test kafka-up kafka-down demo bench drills
 
 venv: $(STAMP)
 
@@ -28,6 +28,13 @@ test: venv
 
 unit: venv
 	$(VPY) -m pytest -q tests/unit -m "not kafka"
+
+# The alerting rules (deploy/prometheus/) checked and unit-tested with promtool, which comes with
+# Prometheus (Debian: apt-get install prometheus). tests/prometheus/alerts.test.yml holds the cases.
+alerts-test:
+	@command -v promtool >/dev/null || { echo "make alerts-test: promtool not found; install Prometheus (Debian: apt-get install -y prometheus)" >&2; exit 1; }
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool test rules tests/prometheus/alerts.test.yml
 
 kafka-up: venv
 	$(VPY) -m hyperdata_sidecar.devkafka ensure --port 9092 --data-dir var/kafka
