@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer
+from prometheus_process import ALERTS, PrometheusProcess
+from promql import exported_names, metric_names
 from worker_process import (
     REPO,
     SIDECAR_APP,
@@ -46,6 +48,15 @@ LINES_PER_HOUR = {"node_raw_book_diffs_streaming": 300, "node_order_statuses_str
 FILLS = "node_fills_streaming"
 PARTIAL = b'{"local_time":"2026-'  # the node is mid-write of the fills table's newest line
 ARTIFACTS = REPO / "artifacts"
+DASHBOARD = REPO / "deploy" / "grafana" / "hyperdata-sidecar.json"
+# The metrics of the contract (shared/reference/sidecar-contract.txt), as exported.
+CONTRACT_METRICS = {
+    "hyperdata_sidecar_lines_published_total", "hyperdata_sidecar_bytes_read_total", "hyperdata_sidecar_publish_lag_seconds",
+    "hyperdata_sidecar_tail_offset_lag_bytes", "hyperdata_sidecar_seals_emitted_total",
+    "hyperdata_sidecar_partial_line_held_bytes", "hyperdata_sidecar_state_persist_failures_total",
+}
+# What the dashboard's variables stand for when its queries are run here.
+DASHBOARD_VARIABLES = {"instance": ".*", "table": ".*", "__rate_interval": "1m"}
 
 METRIC_TYPES = {
     "hyperdata_sidecar_lines_published_total": "counter",
@@ -209,6 +220,70 @@ def test_publish_lag_is_the_age_of_the_newest_published_block(run: Run) -> None:
     for spec in TABLES:
         lag = sample(found, "hyperdata_sidecar_publish_lag_seconds", table=spec.dir_name)
         assert 0 < lag < oldest_possible
+
+
+# ---------------------------------------------------------------------- deploy/: alerts and dashboard
+
+
+@pytest.fixture(scope="module")
+def prometheus(run: Run, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusProcess]:
+    """A real Prometheus that scrapes this worker and has evaluated every rule of alerts.yml."""
+    server = PrometheusProcess(tmp_path_factory.mktemp("prometheus"), f"127.0.0.1:{run.worker.port}")
+    server.start()
+    try:
+        server.wait_until(server.ready, "a scrape of the worker and an evaluation of every rule")
+        yield server
+    finally:
+        server.stop()
+
+
+def worker_exports(run: Run) -> set[str]:
+    """What a query may select: the worker's metrics, and ``up``, which Prometheus records for every target."""
+    return exported_names(run.worker.get("/metrics")[2].decode()) | {"up"}
+
+
+def dashboard_queries() -> list[str]:
+    """Every PromQL query of the dashboard (panel targets and variables), its variables filled in."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", ())]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            selector = re.fullmatch(r"label_values\((.+), *\w+\)", variable["query"]["query"])
+            assert selector, f"variable {variable['name']}: not a label_values() query"
+            exprs.append(selector.group(1))
+    return [re.sub(r"\$\{?(\w+)\}?", lambda m: DASHBOARD_VARIABLES[m.group(1)], expr) for expr in exprs]
+
+
+def test_every_alert_names_only_metrics_the_worker_exports(run: Run, prometheus: PrometheusProcess) -> None:
+    exported = worker_exports(run)
+    rules = prometheus.rules()
+
+    assert len(rules) == ALERTS.read_text().count("- alert: ")  # every rule of the file loaded
+    assert {rule["name"]: sorted(metric_names(rule["query"]) - exported) for rule in rules} == {
+        rule["name"]: [] for rule in rules
+    }
+
+
+def test_every_alert_evaluates_on_the_scraped_worker(prometheus: PrometheusProcess) -> None:
+    rules = prometheus.rules()
+
+    assert {rule["name"]: (rule["health"], rule.get("lastError", "")) for rule in rules} == {
+        rule["name"]: ("ok", "") for rule in rules
+    }
+
+
+def test_every_dashboard_query_names_only_metrics_the_worker_exports(run: Run) -> None:
+    exported = worker_exports(run)
+    queries = dashboard_queries()
+    used = set().union(*(metric_names(query) for query in queries))
+
+    assert {query: sorted(metric_names(query) - exported) for query in queries} == {query: [] for query in queries}
+    assert CONTRACT_METRICS <= used
+
+
+def test_every_dashboard_query_runs_on_the_scraped_worker(prometheus: PrometheusProcess) -> None:
+    for query in dashboard_queries():
+        prometheus.api("query", query=query)  # fails naming the query and Prometheus's error
 
 
 # ---------------------------------------------------------------------- health
