@@ -2,7 +2,8 @@
 
 Every value that comes from the sidecar is HTML-escaped. A few lines of inline JavaScript re-fetch
 the page every few seconds and swap its main element, so it stays current without flicker; if a
-refresh fails the page says so instead of silently showing stale numbers.
+refresh fails the page says so instead of silently showing stale numbers. The last hour's charts
+are inline SVG drawn on the server (``charts.py``): they need no script.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import html
 import time
 from typing import Any
 
+from hyperdata_sidecar.web.charts import line_chart, visible
+from hyperdata_sidecar.web.history import SPAN_S, Point
 from hyperdata_sidecar.web.status import SidecarStatus, TableStatus
 from hyperdata_sidecar.web.units import duration, hour_label, size, table_label
 
@@ -36,6 +39,9 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .level{display:inline-block;width:64px;font-size:11px;font-weight:700;text-transform:uppercase}
 .cols{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:14px}.cols section{margin-bottom:0}
 .path{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
+.chart{display:block;background:#f8f9fb}
+.chart polyline{fill:none;stroke:#2f6fd6;stroke-width:1.5;stroke-linejoin:round}.chart circle{fill:#2f6fd6}
+.chart .base{stroke:#dde1e8;stroke-width:1}
 footer{padding:0 24px 16px;color:#5a6272;font-size:12px;overflow-wrap:anywhere}
 #stale{display:none}
 """
@@ -66,7 +72,7 @@ def render_page(status: SidecarStatus) -> str:
         f"<title>hyperdata-sidecar {_e(status.node)}</title>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<style>{_STYLE}</style></head><body>"
-        f"{_header(status)}<main>{_problems(status)}{_tables(status.tables)}"
+        f"{_header(status)}<main>{_problems(status)}{_tables(status.tables)}{_charts(status)}"
         f'<div class="cols">{_seals(status.seals)}{_backups(status.backups)}</div></main>'
         f"{_footer(status)}<script>{_SCRIPT}</script></body></html>"
     )
@@ -125,6 +131,33 @@ def _tables(tables: list[TableStatus]) -> str:
         for t in tables
     )
     return f"<section><h2>Tables</h2><table>{head}{rows}</table></section>"
+
+
+def _charts(status: SidecarStatus) -> str:
+    head = _row(["Table", "Lines/s", "Publish lag"], header=True)
+    rows = "".join(
+        _row(
+            [
+                table_label(t.table),
+                _chart(t.lines_per_s_history, status.now, f"{table_label(t.table)} lines/s", lambda v: f"{v:,.0f}/s"),
+                _chart(t.publish_lag_history, status.now, f"{table_label(t.table)} publish lag", duration),
+            ],
+            raw={1, 2},
+        )
+        for t in status.tables
+    )
+    return f"<section><h2>Last hour</h2><table>{head}{rows}</table></section>"
+
+
+def _chart(points: list[Point], now: float, name: str, show: Any) -> str:
+    """A chart of the last hour of ``points`` with its latest and largest values, ``show`` formatting them."""
+    known = [value for _at, value in visible(points, now=now, span_s=SPAN_S) if value is not None]
+    if known:
+        caption = f"now {show(known[-1])} · max {show(max(known))}"
+    else:
+        caption = "no samples yet"
+    label = f"{name}, last hour: {caption}"
+    return f'{line_chart(points, now=now, span_s=SPAN_S, label=label)}<div class="sub">{_e(caption)}</div>'
 
 
 def _seals(seals: list[dict[str, Any]]) -> str:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from faust.web import Request, Response, View
 
 from hyperdata_sidecar.web import snapshot
+from hyperdata_sidecar.web.history import EVERY_S, History
 from hyperdata_sidecar.web.page import render_page
 from hyperdata_sidecar.web.rates import LineRates
 
@@ -20,7 +21,7 @@ RATE_SAMPLE_S = 1.0
 
 
 def install_pages(sidecar: Sidecar) -> None:
-    """Register the sidecar's pages and the timer that samples line rates on ``sidecar.app``.
+    """Register the sidecar's pages and the timers that sample line rates and the charts' history on ``sidecar.app``.
 
     Must run before the web server starts (``install`` calls it): the pages are registered before
     Faust's own blueprints, which is what lets the status page take ``/`` from Faust's index. A host
@@ -28,13 +29,19 @@ def install_pages(sidecar: Sidecar) -> None:
     """
     app = sidecar.app
     rates = LineRates()
+    history = History()
 
     @app.timer(RATE_SAMPLE_S, name="hyperdata_sidecar.web.sample_line_rates")
     async def sample_line_rates(*_: Any) -> None:
         rates.observe(time.monotonic(), sidecar.metrics.lines_published_totals())
 
+    @app.timer(EVERY_S, name="hyperdata_sidecar.web.sample_history")
+    async def sample_history(*_: Any) -> None:
+        totals = sidecar.metrics.lines_published_totals()
+        history.record(time.time(), totals, {table: sidecar.metrics.publish_lag_seconds(table) for table in totals})
+
     async def status_page(view: View, request: Request) -> Response:
-        return view.html(render_page(snapshot.status(sidecar, rates)), headers={"Cache-Control": "no-store"})
+        return view.html(render_page(snapshot.status(sidecar, rates, history)), headers={"Cache-Control": "no-store"})
 
     app.page("/sidecar/", name="hyperdata_sidecar.status_page")(status_page)
     # A host app's own page at / stays; registering a second GET / would make aiohttp raise.
@@ -78,7 +85,7 @@ def install_pages(sidecar: Sidecar) -> None:
 
     @app.page("/sidecar/status/", name="hyperdata_sidecar.status_json")
     async def status_json(view: View, request: Request) -> Response:
-        return view.json(snapshot.status(sidecar, rates).to_json())
+        return view.json(snapshot.status(sidecar, rates, history).to_json())
 
 
 def _limit(raw: str | None) -> int | None:

@@ -23,6 +23,7 @@ from hyperdata_sidecar.web.files import (
     recent_backups,
     recent_seals,
 )
+from hyperdata_sidecar.web.history import History
 from hyperdata_sidecar.web.rates import LineRates
 from hyperdata_sidecar.web.status import (
     SidecarStatus,
@@ -102,7 +103,7 @@ def dlq(sidecar: Sidecar) -> dict[str, Any]:
     }
 
 
-def status(sidecar: Sidecar, rates: LineRates) -> SidecarStatus:
+def status(sidecar: Sidecar, rates: LineRates, history: History) -> SidecarStatus:
     """The whole picture for the status page."""
     now = time.time()
     sealed, backed_up = _table(sidecar.seals), _table(sidecar.backups)
@@ -119,6 +120,8 @@ def status(sidecar: Sidecar, rates: LineRates) -> SidecarStatus:
             publish_lag_s=metrics.publish_lag_seconds(spec.dir_name),
             lines_per_s=rates.per_second(spec.dir_name),
             dlq=dlq_counts.get(spec.dir_name, {}),
+            lines_per_s_history=history.lines_per_s(spec.dir_name),
+            publish_lag_history=history.publish_lag(spec.dir_name),
         )
         for spec in TABLES
     ]

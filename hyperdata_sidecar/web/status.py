@@ -7,18 +7,20 @@ without a worker.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 from hyperdata_sidecar.web.files import FileState, FileStatus, current_file
+from hyperdata_sidecar.web.history import Point
 from hyperdata_sidecar.web.units import duration, size
 
 
 @dataclass(frozen=True)
 class TableStatus:
-    """Progress of one node table. ``publish_lag_s`` and ``lines_per_s`` are None until known."""
+    """Progress of one node table. ``publish_lag_s`` and ``lines_per_s`` are None until known; the
+    ``*_history`` fields are the last hour of them as (epoch seconds, value) points, oldest first."""
 
     table: str
     topic: str
@@ -31,6 +33,8 @@ class TableStatus:
     lines_published: int
     files: int
     dlq: dict[str, int]
+    lines_per_s_history: list[Point] = field(default_factory=list)
+    publish_lag_history: list[Point] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ def table_status(
     publish_lag_s: float | None,
     lines_per_s: float | None,
     dlq: Mapping[str, int],
+    lines_per_s_history: Sequence[Point] = (),
+    publish_lag_history: Sequence[Point] = (),
 ) -> TableStatus:
     """The status of ``table`` from the statuses of all tracked files (of every table)."""
     current = current_file(files, table)
@@ -94,6 +100,8 @@ def table_status(
         lines_published=lines_published,
         files=sum(1 for f in files if f.table == table),
         dlq=dict(dlq),
+        lines_per_s_history=list(lines_per_s_history),
+        publish_lag_history=list(publish_lag_history),
     )
 
 

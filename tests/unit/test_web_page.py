@@ -125,3 +125,18 @@ def test_page_refreshes_itself_with_inline_script_and_no_external_assets() -> No
 
     assert "setInterval" in page and "fetch(location.pathname" in page
     assert "src=" not in page and "<link" not in page
+
+
+def test_page_charts_each_tables_last_hour_with_its_latest_and_largest_values() -> None:
+    now = status().now
+    fills = table(lines_per_s_history=[(now - 30, 10.0), (now - 15, 1234.0), (now, 500.0)],
+                  publish_lag_history=[(now - 30, None), (now - 15, 9.5), (now, 4.25)])
+    page = render_page(status(tables=[fills, table(table="node_raw_book_diffs_streaming")]))
+    parsed = visible(page)
+    text = " ".join(parsed.text)
+
+    assert "Last hour" in text
+    assert "now 500/s · max 1,234/s" in text and "now 4.2 s · max 9.5 s" in text
+    assert page.count('<div class="sub">no samples yet</div>') == 2  # both charts of the table without samples
+    assert parsed.tags.count("svg") == 4 and parsed.tags.count("polyline") == 2
+    assert 'aria-label="fills lines/s, last hour: now 500/s · max 1,234/s"' in page
