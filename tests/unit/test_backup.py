@@ -6,6 +6,7 @@ import errno
 import hashlib
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from importlib.metadata import distribution
 from pathlib import Path
@@ -392,3 +393,68 @@ def test_the_built_in_sinks_are_registered_as_entry_points_of_this_distribution(
         "local": "hyperdata_sidecar.backup:LocalBackupSink",
         "none": "hyperdata_sidecar.backup:NoBackupSink",
     }
+
+
+# -- plug-ins that cannot be used --------------------------------------------------------------
+# Each test installs a minimal distribution (its dist-info, and a module when it needs one) into a
+# directory put on sys.path for the test only; importlib.metadata finds it like any other.
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    sys.modules.pop("failing_sink", None)
+
+
+def register(site: Path, dist: str, **sinks: str) -> None:
+    info = site / f"{dist}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        f"[{BACKUP_SINK_GROUP}]\n" + "".join(f"{name} = {target}\n" for name, target in sinks.items())
+    )
+
+
+def refusal(name: str) -> str:
+    with pytest.raises(ConfigError) as err:
+        make_sink(name, Path("/backups"))
+    assert err.value.setting == "BACKUP_SINK"
+    return str(err.value)
+
+
+def test_a_name_two_distributions_register_is_refused_naming_both(site: Path) -> None:
+    register(site, "first_sinks", twice="hyperdata_sidecar.backup:NoBackupSink")
+    register(site, "second_sinks", twice="hyperdata_sidecar.backup:LocalBackupSink")
+
+    message = refusal("twice")
+
+    assert "registered more than once" in message and "first_sinks" in message and "second_sinks" in message
+
+
+def test_a_sink_registered_under_another_name_than_its_own_is_refused(site: Path) -> None:
+    register(site, "alias_sinks", alias="hyperdata_sidecar.backup:NoBackupSink")
+
+    assert "names itself 'none'" in refusal("alias")
+
+
+def test_an_entry_point_that_is_not_a_sink_class_is_refused(site: Path) -> None:
+    register(site, "odd_sinks", odd="hyperdata_sidecar.backup:make_sink")
+
+    assert "is not a BackupSink subclass" in refusal("odd")
+
+
+def test_a_sink_whose_create_fails_is_refused_with_the_reason(site: Path) -> None:
+    (site / "failing_sink.py").write_text(
+        "from hyperdata_sidecar.backup import NoBackupSink\n\n"
+        "class FailingSink(NoBackupSink):\n"
+        "    name = 'failing'\n\n"
+        "    @classmethod\n"
+        "    def create(cls, backup_dir):\n"
+        "        raise RuntimeError('no credentials found')\n"
+    )
+    register(site, "failing_sinks", failing="failing_sink:FailingSink")
+
+    assert refusal("failing").endswith("could not be created: RuntimeError: no credentials found")
