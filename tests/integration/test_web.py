@@ -38,6 +38,7 @@ from worker_process import (
     sidecar_env,
 )
 
+from hyperdata_sidecar.config import DEFAULTS
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.tools.generate import CorpusSummary, generate_corpus
 from hyperdata_sidecar.web.charts import HEIGHT, PAD, WIDTH
@@ -223,6 +224,18 @@ def test_publish_lag_is_the_age_of_the_newest_published_block(run: Run) -> None:
     for spec in TABLES:
         lag = sample(found, "hyperdata_sidecar_publish_lag_seconds", table=spec.dir_name)
         assert 0 < lag < oldest_possible
+
+
+def test_the_oldest_unsealed_hour_is_the_newest_files_as_the_older_ones_are_sealed(run: Run) -> None:
+    newest_hour_end = run.corpus_start + HOURS * 3600
+    before = time.time()
+    found = samples(run.worker.get("/metrics")[2].decode())
+    after = time.time()
+
+    for spec in TABLES:
+        age = sample(found, "hyperdata_sidecar_oldest_unsealed_hour_age_seconds", table=spec.dir_name)
+        assert before - newest_hour_end <= age <= after - newest_hour_end
+    assert sample(found, "hyperdata_sidecar_lag_warn_bytes") == int(DEFAULTS["LAG_WARN_BYTES"])
 
 
 # ---------------------------------------------------------------------- deploy/: alerts and dashboard

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import re
 import time
 from collections.abc import AsyncIterator
@@ -140,6 +141,24 @@ async def test_a_scrape_reports_the_age_of_the_oldest_finalized_file_without_a_s
     age = float(re.search(rf'oldest_unsealed_finalized_age_seconds{{table="{FILLS}"}} (\S+)', text).group(1))
 
     assert age >= 600
+
+
+async def test_a_scrape_reports_since_when_the_oldest_hour_not_skipped_lacks_a_seal(served) -> None:
+    sidecar, client = served
+    skipped, finalized, tailing = (f"{FILLS}/hourly/20260610/{h}" for h in (10, 11, 12))
+    run_as_started(sidecar, {FILLS: {
+        skipped: FileCursor(path=skipped, stage=CursorStage.SKIPPED),
+        finalized: FileCursor(path=finalized, stage=CursorStage.FINALIZED, finalized_at=iso_utc(time.time())),
+        tailing: FileCursor(path=tailing),
+    }})
+    end_of_11 = calendar.timegm((2026, 6, 10, 12, 0, 0))
+    before = time.time()
+    text = await (await client.get("/metrics")).text()
+    after = time.time()
+    age = float(re.search(rf'oldest_unsealed_hour_age_seconds{{table="{FILLS}"}} (\S+)', text).group(1))
+
+    assert before - end_of_11 <= age <= after - end_of_11
+    assert float(re.search(r"^hyperdata_sidecar_lag_warn_bytes (\S+)$", text, re.MULTILINE).group(1)) == sidecar.settings.lag_warn_bytes
 
 
 # ---------------------------------------------------------------------- JSON views
