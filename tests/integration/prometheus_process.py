@@ -9,16 +9,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from worker_process import DEADLINE_S, REPO, STOP_S, free_port
+from worker_process import REPO, STOP_S, free_port
 
 ALERTS = REPO / "deploy" / "prometheus" / "alerts.yml"
 JOB = "hyperdata-sidecar"  # the job name alerts.yml expects
@@ -78,24 +76,16 @@ class PrometheusProcess:
         return [rule for group in self.api("rules")["groups"] for rule in group["rules"]]
 
     def ready(self) -> bool:
-        """The worker scraped successfully and every rule evaluated at least once."""
+        """The worker scraped successfully and every rule evaluated at least once.
+
+        For ``WorkerProcess.wait_until``: not yet is False or an AssertionError (not answering yet);
+        a Prometheus that exited raises RuntimeError with its log, which ends the wait at once.
+        """
+        if self._process is not None and self._process.poll() is not None:
+            raise RuntimeError(f"prometheus exited ({self._process.returncode}):\n{self.log_tail()}")
         up = self.api("query", query=f'up{{job="{JOB}"}} == 1')["result"]
         rules = self.rules()
         return bool(up) and bool(rules) and all(rule["health"] != "unknown" for rule in rules)
-
-    def wait_until(self, condition: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            if self._process is not None and self._process.poll() is not None:
-                pytest.fail(f"prometheus exited ({self._process.returncode}) while waiting for {what}:\n{self.log_tail()}")
-            try:
-                if condition():
-                    return
-            except AssertionError:
-                pass  # not up yet
-            if time.monotonic() > deadline:
-                pytest.fail(f"gave up after {DEADLINE_S:.0f}s waiting for {what}:\n{self.log_tail()}")
-            time.sleep(0.2)
 
     def log_tail(self, lines: int = 40) -> str:
         try:

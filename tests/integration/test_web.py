@@ -247,7 +247,7 @@ def prometheus(run: Run, tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     server = PrometheusProcess(tmp_path_factory.mktemp("prometheus"), f"127.0.0.1:{run.worker.port}")
     server.start()
     try:
-        server.wait_until(server.ready, "a scrape of the worker and an evaluation of every rule")
+        run.worker.wait_until(server.ready, "Prometheus to scrape the worker and evaluate every rule")
         yield server
     finally:
         server.stop()
