@@ -7,7 +7,8 @@
    ~/.cache/hyperdata-sidecar/base/ and the image in podman's storage.
 2. The image, built as docker/compose.yaml's `build` section says, on that base (BASE_IMAGE).
    pip inside the build trusts the CA certificates this machine trusts (the host's bundle is
-   mounted for the build only), and keeps its wheels in the builder's cache between builds.
+   mounted for the build only). podman keeps the layers: a rebuild without a change to
+   pyproject.toml reuses the dependencies' layer and downloads nothing.
 3. A Kafka broker on the host (hyperdata_sidecar.devkafka) on free ports.
 4. The compose services topics-init, sidecar, replay and verify, each a podman container of that
    image whose command, environment, user and volumes are read from compose.yaml. Host dirs are
