@@ -7,7 +7,7 @@ VPY := $(VENV)/bin/python
 # Written after a successful install; older than pyproject.toml means "install again".
 STAMP := $(VENV)/.installed-from-pyproject
 
-.PHONY: venv test unit alerts-test kafka-up kafka-down demo bench drills
+.PHONY: venv test unit alerts-test kafka-up kafka-down demo bench drills image-test
 
 venv: $(STAMP)
 
@@ -50,3 +50,8 @@ bench: venv
 
 drills: venv
 	bash scripts/drills.sh
+
+# The image (docker/Dockerfile) and docker/compose.yaml's services, run with podman against a local
+# broker: build, topics-init, sidecar, replay, verify (scripts/image_test.py says what and how).
+image-test: venv
+	$(VPY) scripts/image_test.py

@@ -235,16 +235,18 @@ def install_commands(app: faust.App) -> None:
     @app.command(
         option(
             "--corpus",
+            envvar="REPLAY_CORPUS",
             type=click.Path(exists=True, file_okay=False, path_type=Path),
             required=True,
-            help="Tree to replay.",
+            help="Tree to replay (only read): <table>/hourly/<YYYYMMDD>/<H> files [env REPLAY_CORPUS].",
         ),
         option(
             "--target",
             envvar="REPLAY_DIR",
             type=click.Path(file_okay=False, path_type=Path),
             required=True,
-            help="Watched tree to append into [env REPLAY_DIR].",
+            help="The sidecar's watched tree (its WATCH_DIR), written into; must hold none of the corpus's "
+            "files yet [env REPLAY_DIR].",
         ),
         option(
             "--chunk-bytes",

@@ -1,0 +1,420 @@
+"""`make image-test`: the image and docker/compose.yaml, run for real with podman.
+
+    local Debian base image -> build -> broker on the host -> topics-init -> sidecar -> replay -> verify
+
+1. A Debian bookworm base with Python 3.11, made with debootstrap and imported into podman, as no
+   image registry is reachable here. Made once: the rootfs tarball is kept in
+   ~/.cache/hyperdata-sidecar/base/ and the image in podman's storage.
+2. The image, built as docker/compose.yaml's `build` section says, on that base (BASE_IMAGE).
+   pip inside the build trusts the CA certificates this machine trusts (the host's bundle is
+   mounted for the build only). podman keeps the layers: a rebuild without a change to
+   pyproject.toml reuses the dependencies' layer and downloads nothing.
+3. A Kafka broker on the host (hyperdata_sidecar.devkafka) on free ports.
+4. The compose services topics-init, sidecar, replay and verify, each a podman container of that
+   image whose command, environment, user and volumes are read from compose.yaml. Host dirs are
+   under var/image-test/; the replay tap appends a generated corpus (3 hours x 3 tables, with bad
+   lines) into the watch dir while the sidecar runs. compose.yaml's header names the only
+   differences: the host broker, the host's network, the sidecar's web server on a free port.
+5. Checks: every container exits 0 (the sidecar after SIGTERM); the verifier finds no line lost,
+   none duplicated, every bad line in the DLQ, every finalized hour sealed and backed up; the
+   watch dir holds the corpus, byte for byte.
+
+Containers, the volume and the broker of this run are removed on exit; logs stay in
+var/image-test/. Needs podman and runc (on this kernel with `default_ulimits = []` in
+containers.conf), debootstrap for the first run, Java and Maven for the broker: `.ci/run`
+installs them. Exits 0 when everything passed, 1 with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import filecmp
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hyperdata_sidecar.devkafka import DevKafkaError, LocalKafka
+from hyperdata_sidecar.tools.generate import generate_corpus, parse_start
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = REPO / "docker" / "compose.yaml"
+WORK = REPO / "var" / "image-test"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hyperdata-sidecar" / "base"
+BASE_IMAGE = "localhost/hyperdata-sidecar-base:bookworm"
+BASE_TARBALL = CACHE / "debian-bookworm-python3.tar"
+# crun fails on this kernel; runc with cgroupfs works (and default_ulimits = [] in containers.conf).
+PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager=cgroupfs"]
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+RUN_ID = f"hdsc-image-test-{os.getpid()}"
+SERVICES = ("topics-init", "sidecar", "replay", "verify")
+DEADLINE_S = 180.0
+
+
+class ImageTestError(Exception):
+    """A step failed; the message says which and why."""
+
+
+# ---- compose.yaml -----------------------------------------------------------------------------
+
+# Keys of a compose service and what this test does with each. A key not listed stops the test:
+# compose.yaml would otherwise run something the test does not.
+TRANSLATED_KEYS = {"image", "command", "environment", "user", "volumes"}
+REPLACED_KEYS = {
+    "build": "the image is built once, from this section (build_image)",
+    "ports": "containers use the host's network",
+    "depends_on": "this script starts the services in order",
+    "restart": "a container that exits early fails the test",
+    "profiles": "the test runs the services it names",
+}
+_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
+
+
+def interpolate(value: Any, variables: Mapping[str, str]) -> Any:
+    """``value`` with compose's ``${NAME}``, ``${NAME:-default}``, ``${NAME-default}`` and ``$$``
+    resolved from ``variables`` alone (not this process's environment, so the shell cannot
+    change the test). Raises ImageTestError for an unset ``${NAME}`` or another ``$`` form."""
+    if isinstance(value, dict):
+        return {key: interpolate(item, variables) for key, item in value.items()}
+    if isinstance(value, list):
+        return [interpolate(item, variables) for item in value]
+    if not isinstance(value, str):
+        return value
+
+    def resolve(match: re.Match[str]) -> str:
+        name, operator, default = match.groups()
+        if name is None:
+            return "\0"  # $$, a literal $ once the lone-$ check below is done
+        current = variables.get(name)
+        if (operator == ":-" and not current) or (operator == "-" and current is None):
+            return default
+        if current is None:
+            raise ImageTestError(f"{COMPOSE_FILE}: ${{{name}}} has no default and the test does not set it")
+        return current
+
+    resolved = _VARIABLE.sub(resolve, value)
+    if "$" in resolved:
+        raise ImageTestError(f"{COMPOSE_FILE}: {value!r} uses a $ form this test does not resolve")
+    return resolved.replace("\0", "$")
+
+
+def load_compose(variables: Mapping[str, str]) -> dict[str, Any]:
+    """compose.yaml with its variables resolved (YAML anchors and ``<<`` merges included)."""
+    return interpolate(yaml.safe_load(COMPOSE_FILE.read_text()), variables)
+
+
+def check_translatable(compose: Mapping[str, Any], service: str) -> dict[str, Any]:
+    spec = compose["services"][service]
+    unknown = set(spec) - TRANSLATED_KEYS - set(REPLACED_KEYS)
+    if unknown:
+        raise ImageTestError(
+            f"{COMPOSE_FILE}: service {service} sets {sorted(unknown)}, which scripts/image_test.py "
+            f"does not run; teach it to, or the test no longer runs what compose runs"
+        )
+    if not isinstance(spec.get("environment", {}), dict) or not isinstance(spec["command"], list):
+        raise ImageTestError(f"{COMPOSE_FILE}: service {service}: environment must be a map, command a list")
+    return spec
+
+
+def used_named_volumes(compose: Mapping[str, Any]) -> set[str]:
+    """The compose file's named volumes that the tested services mount."""
+    declared = set(compose.get("volumes") or {})
+    sources = {v.split(":")[0] for service in SERVICES for v in compose["services"][service].get("volumes", [])}
+    return declared & sources
+
+
+def mount_argument(volume: str, named_volumes: Mapping[str, str]) -> str:
+    """A compose short-syntax volume as podman's ``-v``: host paths resolve against compose.yaml's
+    dir and must exist; named volumes map to this run's podman volumes."""
+    source, target, *mode = volume.split(":")
+    if source.startswith((".", "/")):
+        host = (COMPOSE_FILE.parent / source).resolve()
+        if not host.is_dir():
+            raise ImageTestError(f"volume {volume!r}: {host} is not a directory")
+        source = str(host)
+    elif source in named_volumes:
+        source = named_volumes[source]
+    else:
+        raise ImageTestError(f"volume {volume!r}: {source} is neither a path nor a declared volume")
+    return ":".join([source, target, *mode])
+
+
+def podman_run_arguments(
+    compose: Mapping[str, Any], service: str, image: str, named_volumes: Mapping[str, str],
+    extra_env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """``podman run`` arguments (after ``run``) for one compose service on the host's network."""
+    spec = check_translatable(compose, service)
+    args = ["--name", f"{RUN_ID}-{service}", "--network=host"]
+    if "user" in spec:
+        args += ["--user", str(spec["user"])]
+    for key, value in {**spec.get("environment", {}), **(extra_env or {})}.items():
+        args += ["--env", f"{key}={value}"]
+    for volume in spec.get("volumes", []):
+        args += ["--volume", mount_argument(volume, named_volumes)]
+    return args + [image, *map(str, spec["command"])]
+
+
+# ---- podman -------------------------------------------------------------------------------------
+
+
+def podman(*args: str, timeout: float = DEADLINE_S, check: bool = True) -> subprocess.CompletedProcess[str]:
+    try:
+        result = subprocess.run([*PODMAN, *args], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ImageTestError(f"podman {args[0]} did not finish within {timeout:.0f}s") from None
+    if check and result.returncode != 0:
+        raise ImageTestError(f"podman {' '.join(args[:2])} failed ({result.returncode}):\n{result.stderr.strip()}")
+    return result
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Held while the base image is made, so two runs on one machine do not both debootstrap."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def ensure_base_image() -> str:
+    """Make BASE_IMAGE unless podman has it; returns where it came from."""
+    if podman("image", "exists", BASE_IMAGE, check=False).returncode == 0:
+        return "podman storage"
+    with file_lock(CACHE / ".lock"):
+        made = "cached rootfs tarball"
+        if not BASE_TARBALL.exists():
+            make_base_tarball()
+            made = "debootstrap"
+        podman("import", str(BASE_TARBALL), BASE_IMAGE, timeout=300)
+    return made
+
+
+def make_base_tarball() -> None:
+    if shutil.which("debootstrap") is None:
+        raise ImageTestError("debootstrap not found: apt-get install debootstrap (.ci/run does)")
+    scratch = Path(tempfile.mkdtemp(prefix="rootfs-", dir=CACHE))
+    rootfs = scratch / "rootfs"
+    left = f"(the partial rootfs is left in {scratch}; check /proc/mounts before deleting it)"
+    try:
+        run_step(
+            ["debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates", "bookworm",
+             str(rootfs)],
+            "debootstrap", WORK / "debootstrap.log", timeout=900,
+        )
+    except ImageTestError as failure:
+        raise ImageTestError(f"{failure}\n{left}") from None
+    # debootstrap mounts /proc and /sys (sometimes host devices) inside the rootfs while it works:
+    # one left behind would be archived, and deleting through it would delete on the host.
+    mounts = [fields[1] for fields in map(str.split, Path("/proc/mounts").read_text().splitlines())
+              if fields[1].startswith(f"{scratch}/")]
+    if mounts:
+        raise ImageTestError(f"debootstrap left mounts in its rootfs: {', '.join(mounts)}\n{left}")
+    run_step(["tar", "-C", str(rootfs), "-cf", str(scratch / "rootfs.tar"), "."], "tar", WORK / "tar.log", timeout=300)
+    (scratch / "rootfs.tar").rename(BASE_TARBALL)
+    shutil.rmtree(scratch)
+
+
+def build_image(compose: Mapping[str, Any]) -> tuple[str, str]:
+    """Build the image of the one service with a ``build`` section; returns (tag, image id).
+
+    Every service must use that tag. The containers run the image id, so a concurrent build
+    that moves the tag cannot change what this run tests."""
+    built = [(name, spec) for name, spec in compose["services"].items() if "build" in spec]
+    if len(built) != 1:
+        raise ImageTestError(f"{COMPOSE_FILE}: expected one service with a build section, found {len(built)}")
+    spec = built[0][1]
+    tag = spec["image"]
+    for service in SERVICES:
+        if compose["services"][service]["image"] != tag:
+            raise ImageTestError(f"{COMPOSE_FILE}: service {service} runs another image than the one built ({tag})")
+    context = (COMPOSE_FILE.parent / spec["build"]["context"]).resolve()
+    args = ["build", "--file", str(context / spec["build"]["dockerfile"]), "--tag", tag]
+    for key, value in spec["build"].get("args", {}).items():
+        args += ["--build-arg", f"{key}={value}"]
+    if HOST_CA_BUNDLE.exists():
+        # This machine may reach PyPI through a TLS-inspecting proxy whose CA only the host trusts.
+        args += ["--volume", f"{HOST_CA_BUNDLE}:/etc/ssl/certs/ca-certificates.crt:ro"]
+    iidfile = WORK / "image.id"
+    run_step([*PODMAN, *args, "--iidfile", str(iidfile), str(context)], "podman build", WORK / "build.log", timeout=900)
+    return tag, iidfile.read_text().strip()
+
+
+# ---- steps --------------------------------------------------------------------------------------
+
+
+def step(text: str) -> None:
+    print(f"\n== {text}", flush=True)
+
+
+def run_step(command: list[str], what: str, log: Path, *, timeout: float = DEADLINE_S, show: bool = False) -> str:
+    """Run ``command`` (``what``, for messages) to completion, its output into ``log`` (and on the
+    console with ``show``); raises ImageTestError with the output's tail if it fails or outlives
+    ``timeout``."""
+    try:
+        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        log.write_bytes(expired.output or b"")
+        raise ImageTestError(f"{what} did not finish within {timeout:.0f}s (log: {log})") from None
+    log.write_text(result.stdout)
+    if show:
+        print(result.stdout.rstrip())
+    if result.returncode != 0:
+        tail = "\n".join(result.stdout.splitlines()[-30:])
+        raise ImageTestError(f"{what} exited {result.returncode} (log: {log}):\n{tail}")
+    return result.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_ready(url: str, container: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        if podman("inspect", "--format", "{{.State.Running}}", container).stdout.strip() != "true":
+            raise ImageTestError(f"the sidecar container exited before it was ready:\n{container_log_tail(container)}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass  # not up yet, or not ready (503)
+        time.sleep(1)
+    raise ImageTestError(f"{url} did not answer 200 within {DEADLINE_S:.0f}s:\n{container_log_tail(container)}")
+
+
+def container_log_tail(container: str, lines: int = 30) -> str:
+    result = podman("logs", "--tail", str(lines), container, check=False)
+    return (result.stdout + result.stderr).rstrip()
+
+
+def check_replayed(corpus: Path, watch: Path) -> int:
+    """The watch dir holds exactly the corpus's files, byte for byte (else the verifier could pass
+    on a tree the replay never filled). Returns the number of files."""
+    corpus_files = sorted(p.relative_to(corpus) for p in corpus.rglob("*") if p.is_file())
+    watch_files = sorted(p.relative_to(watch) for p in watch.rglob("*") if p.is_file())
+    if corpus_files != watch_files or not all(filecmp.cmp(corpus / f, watch / f, shallow=False) for f in corpus_files):
+        raise ImageTestError(f"the replay container did not reproduce {corpus} in {watch}")
+    return len(corpus_files)
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The compose services of one run: compose.yaml resolved, the image id, this run's volumes."""
+
+    compose: Mapping[str, Any]
+    image: str
+    named_volumes: Mapping[str, str]
+
+    def run_arguments(self, service: str, extra_env: Mapping[str, str] | None = None) -> list[str]:
+        return podman_run_arguments(self.compose, service, self.image, self.named_volumes, extra_env)
+
+    def run_to_completion(self, service: str) -> str:
+        """Runs a one-shot service; returns its output. Raises ImageTestError unless it exits 0."""
+        command = [*PODMAN, "run", "--rm", *self.run_arguments(service)]
+        return run_step(command, f"the {service} container", WORK / f"{service}.log", show=True)
+
+
+def run_services(stack: Stack) -> None:
+    """topics-init, the sidecar until ready, the replay tap, the verifier; then SIGTERM to the sidecar."""
+    step("4/6 topics-init, then the sidecar")
+    stack.run_to_completion("topics-init")
+    web_port = free_port()
+    sidecar = f"{RUN_ID}-sidecar"
+    podman("run", "--detach", *stack.run_arguments("sidecar", {"WEB_BIND": "127.0.0.1", "WEB_PORT": str(web_port)}))
+    wait_until_ready(f"http://127.0.0.1:{web_port}/readyz", sidecar)
+    print(f"the sidecar is ready: http://127.0.0.1:{web_port}/readyz answers 200")
+
+    step("5/6 the replay tap appends the corpus into the watch dir")
+    stack.run_to_completion("replay")
+
+    step("6/6 the verifier")
+    report = stack.run_to_completion("verify")
+    if not re.search(r"^OK: 0 lost, 0 failing findings, 0 duplicates", report, re.MULTILINE):
+        raise ImageTestError("the verifier exited 0 without its 'OK: 0 lost, 0 failing findings, 0 duplicates' verdict")
+    podman("stop", "--time", "60", sidecar, timeout=90)
+    exit_code = podman("inspect", "--format", "{{.State.ExitCode}}", sidecar).stdout.strip()
+    if exit_code != "0":
+        raise ImageTestError(f"the sidecar container exited {exit_code} on SIGTERM:\n{container_log_tail(sidecar)}")
+
+
+def main() -> int:
+    began = time.monotonic()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the cleanup below runs
+    broker = None
+    named_volumes: dict[str, str] = {}
+    try:
+        if shutil.which("podman") is None:
+            raise ImageTestError("podman not found: apt-get install podman runc (.ci/run does)")
+        shutil.rmtree(WORK, ignore_errors=True)
+        dirs = {name: WORK / name for name in ("watch", "backups", "corpus", "kafka")}
+        for path in dirs.values():
+            path.mkdir(parents=True)
+
+        step(f"1/6 base image {BASE_IMAGE}")
+        print(f"from {ensure_base_image()} ({time.monotonic() - began:.0f}s)")
+
+        broker = LocalKafka(dirs["kafka"], port=free_port(), controller_port=free_port())
+        compose = load_compose({
+            "BASE_IMAGE": BASE_IMAGE,
+            "SIDECAR_KAFKA_BOOTSTRAP": broker.bootstrap,
+            "WATCH_HOST_DIR": str(dirs["watch"]),
+            "BACKUP_HOST_DIR": str(dirs["backups"]),
+            "REPLAY_HOST_DIR": str(dirs["corpus"]),
+            "REPLAY_SPEED": "1200",  # a corpus hour every 3 s: the sidecar tails growing files and rotations
+        })
+        step("2/6 the image, as compose.yaml builds it")
+        tag, image = build_image(compose)
+        print(f"{tag} = {image.removeprefix('sha256:')[:12]} ({time.monotonic() - began:.0f}s)")
+
+        step(f"3/6 a Kafka broker on the host at {broker.bootstrap}, and a corpus")
+        broker.start()
+        summary = generate_corpus(
+            dirs["corpus"], hours=3, lines_per_hour=6000, seed=13, start=parse_start("20260610/22"), bad_every=700
+        )
+        print(f"{len(summary.files)} hour files, {summary.lines:,} lines, {len(summary.bad_lines)} bad")
+        for name in used_named_volumes(compose):
+            named_volumes[name] = podman("volume", "create", f"{RUN_ID}-{name}").stdout.strip()
+
+        run_services(Stack(compose, image, named_volumes))
+        files = check_replayed(dirs["corpus"], dirs["watch"])
+        print(f"\nimage-test: OK in {time.monotonic() - began:.0f}s: the replay container reproduced the "
+              f"corpus's {files} files, the verifier found them all in Kafka, sealed and backed up, "
+              f"and the sidecar container stopped with exit code 0")
+        return 0
+    except (ImageTestError, DevKafkaError) as failure:
+        print(f"\nimage-test: FAILED after {time.monotonic() - began:.0f}s: {failure}", file=sys.stderr)
+        return 1
+    finally:
+        if podman("container", "exists", f"{RUN_ID}-sidecar", check=False).returncode == 0:
+            (WORK / "sidecar.log").write_text(container_log_tail(f"{RUN_ID}-sidecar", 1_000_000))
+        for service in SERVICES:
+            podman("rm", "--force", f"{RUN_ID}-{service}", check=False)
+        for volume in named_volumes.values():
+            podman("volume", "rm", "--force", volume, check=False)
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
