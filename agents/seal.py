@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, AsyncIterable
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
+from confluent_kafka import KafkaException
 
 from hyperdata_sidecar.agents.rotations import manifests
 from hyperdata_sidecar.core.seal import SealManifest, iso_utc
-from hyperdata_sidecar.producer import PublishError
 
 if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar
@@ -50,7 +50,7 @@ class PublishedSeals:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False, **settings.security.client_kwargs()
         )
-        count = await self._sidecar.producer.partition_count(settings.topic_seals)
+        count = self._sidecar.dataplane.partitions[settings.topic_seals]
         partitions = [TopicPartition(settings.topic_seals, p) for p in range(count)]
         await consumer.start()
         try:
@@ -88,7 +88,7 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
             if await asyncio.wait_for(published.contains(manifest), SEAL_TOPIC_READ_TIMEOUT_S):
                 sidecar.log.info("seal_found_on_topic", path=manifest.path)
             else:
-                await sidecar.producer.send_one(sidecar.settings.topic_seals, manifest.key.encode(), manifest.to_json())
+                await sidecar.dataplane.send(sidecar.settings.topic_seals, manifest.key.encode(), manifest.to_json())
                 latency = time.time() - _epoch(manifest.finalized_at)
                 sidecar.metrics.seal_emitted(manifest.table, latency)
                 sidecar.log.info(
@@ -103,13 +103,14 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
                     seal_lag_s=round(latency, 3),
                 )
             break
-        except (PublishError, KafkaError, OSError, asyncio.TimeoutError) as exc:
+        except (KafkaException, KafkaError, OSError, asyncio.TimeoutError) as exc:
+            # The data plane never gives a record up while the broker is away; what fails here is a
+            # refusal (seal topic missing, not authorized) or the one read of the seal topic.
             sidecar.metrics.producer_error("seal")
             sidecar.log.limited(logging.WARNING, "seal_failed", manifest.path, 10.0, path=manifest.path, error=str(exc), retry_in_s=delay)
             if not await sidecar.pause(delay):
                 return  # stopping: the rotation is handed over again on the next start
             delay = min(delay * 2, MAX_BACKOFF_S)
-            await sidecar.producer.recover()
     published.add(manifest)
     sidecar.seals[manifest.path] = {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
 

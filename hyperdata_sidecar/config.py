@@ -100,6 +100,21 @@ class KafkaSecurity:
             kwargs["sasl_plain_password"] = self.sasl_password
         return kwargs
 
+    def librdkafka_config(self) -> dict[str, str]:
+        """The same settings for librdkafka clients (the data-plane producer)."""
+        config = {"security.protocol": self.protocol.lower()}
+        optional = {
+            "ssl.ca.location": self.ssl_cafile,
+            "ssl.certificate.location": self.ssl_certfile,
+            "ssl.key.location": self.ssl_keyfile,
+        }
+        if self.protocol.startswith("SASL_"):
+            optional.update(
+                {"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username, "sasl.password": self.sasl_password}
+            )
+        config.update({name: value for name, value in optional.items() if value})
+        return config
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -136,6 +151,10 @@ class Settings:
         """Topic names by their setting (``TOPIC_*``), as the topic contract resolves them."""
         names = {spec.topic_env: self.topics[spec.dir_name] for spec in TABLES}
         return {**names, "TOPIC_SEALS": self.topic_seals, "TOPIC_DLQ": self.topic_dlq}
+
+    def contract_topics(self) -> list[str]:
+        """Every topic the sidecar writes to: the data topics, the seal topic and the DLQ."""
+        return list(self.topic_names().values())
 
     def public_summary(self) -> dict[str, object]:
         """The configuration in effect, safe to log or serve (no secrets)."""

@@ -70,3 +70,13 @@ def last_line_start(path: Path, size: int, window: int) -> int:
         data = f.read(size - start)
     newline = data.rfind(b"\n")
     return 0 if newline < 0 else start + newline + 1
+
+
+def read_range(path: Path, start: int, end: int) -> bytes:
+    """Blocking: bytes ``[start, end)`` of ``path``; raises ``EOFError`` if the file is shorter."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read(end - start)
+    if len(data) != end - start:
+        raise EOFError(f"{path} ended at {start + len(data)}, expected {end} bytes")
+    return data

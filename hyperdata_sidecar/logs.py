@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import orjson
@@ -74,22 +75,26 @@ class EventLog:
 
 
 class RepeatFilter(logging.Filter):
-    """Lets each message template of the loggers under ``prefix`` through at most once per
-    ``every_s``; the next one that passes says how many were held back. For client libraries that
-    log every failed reconnect (aiokafka logs thousands of lines a second while a broker is down).
-    Attach it to handlers: a logger's own filters do not apply to its child loggers."""
+    """Lets each message template (or each ``key(record)``) of the loggers under ``prefix`` through
+    at most once per ``every_s``; the next one that passes says how many were held back. For client
+    libraries that log every failed reconnect (aiokafka logs thousands of lines a second while a
+    broker is down). Attach it to handlers, or to the one logger it names: a logger's own filters
+    do not apply to its child loggers."""
 
-    def __init__(self, prefix: str = "aiokafka", every_s: float = 10.0) -> None:
+    def __init__(
+        self, prefix: str = "aiokafka", every_s: float = 10.0, key: Callable[[logging.LogRecord], str] | None = None
+    ) -> None:
         super().__init__()
         self._prefix = prefix
         self._every_s = every_s
+        self._key = key or (lambda record: f"{record.name}:{record.msg}")
         self._last: dict[str, float] = {}
         self._held: dict[str, int] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith(self._prefix):
             return True
-        key = f"{record.name}:{record.msg}"
+        key = self._key(record)
         now = time.monotonic()
         last = self._last.get(key)
         if last is not None and now - last < self._every_s:

@@ -11,8 +11,10 @@ import asyncio
 import logging
 import time
 import uuid
+from collections import deque
 from typing import Any, Iterable
 
+import confluent_kafka
 import faust
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
@@ -21,11 +23,11 @@ from mode import Service
 from hyperdata_sidecar.backup import make_sink
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
-from hyperdata_sidecar.core.seal import SealManifest
+from hyperdata_sidecar.core.seal import SealManifest, iso_utc
 from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
-from hyperdata_sidecar.producer import DataPlaneProducer
 from hyperdata_sidecar.tailer import Abandoned, TableTailer
 from hyperdata_sidecar.topics import apply_contract, load_contract
 
@@ -34,6 +36,8 @@ INSTALLED_ATTR = "_hyperdata_sidecar"
 JSON_SCHEMA = dict(key_type=str, key_serializer="json", value_serializer="json")
 CONNECT_MAX_BACKOFF_S = 30.0
 STOP_CHECK_S = 0.5  # how soon a back-off notices that the worker is stopping
+CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
+LOST_FILES_SHOWN = 20  # lost files kept for the status page
 
 
 class Sidecar:
@@ -44,12 +48,7 @@ class Sidecar:
         self.settings = settings
         self.metrics = SidecarMetrics()
         self.log = EventLog(node=settings.node_id)
-        self.producer = DataPlaneProducer(
-            settings.kafka_bootstrap,
-            linger_ms=settings.producer_linger_ms,
-            batch_bytes=settings.producer_batch_bytes,
-            client_kwargs=settings.security.client_kwargs(),
-        )
+        self.dataplane = DataPlane(settings, self.log, on_broker=self.broker_state, on_fatal=self._fatal)
         self.sink = make_sink(settings.backup_sink, settings.backup_dir)
         prefix = app.conf.id
         self.progress_topic = app.topic(
@@ -67,6 +66,8 @@ class Sidecar:
         self.synced = False
         self.broker_connected = False
         self.started_at = time.time()
+        self.holds: dict[str, str] = {}  # table -> why it cannot publish now
+        self.lost: deque[dict[str, Any]] = deque(maxlen=LOST_FILES_SHOWN)
         self._sync_lock = asyncio.Lock()
         self._barriers: dict[str, asyncio.Future] = {}
 
@@ -91,11 +92,29 @@ class Sidecar:
     async def forget(self, path: str) -> None:
         await self.progress_topic.send(key=path, value={"kind": "forget", "path": path})
 
+    def sealed(self, path: str) -> bool:
+        return path in self.seals
+
+    def file_lost(self, table: str, path: str, reason: str, published_to: int, size_seen: int) -> None:
+        self.metrics.file_lost(table)
+        self.lost.append({"path": path, "reason": reason, "published_to": published_to, "size_seen": size_seen, "at": iso_utc(time.time())})
+        self.log.error("file_lost", table=table, path=path, reason=reason, published_to=published_to, size_seen=size_seen)
+
+    def hold(self, table: str, reason: str | None) -> None:
+        if reason is None:
+            self.holds.pop(table, None)
+        else:
+            self.holds[table] = reason
+
     def broker_state(self, connected: bool) -> None:
         if connected != self.broker_connected:
             self.broker_connected = connected
             self.metrics.set_broker_connected(connected)
             self.log.info("broker_connected" if connected else "broker_unreachable", bootstrap=self.settings.kafka_bootstrap)
+
+    def _fatal(self, error: confluent_kafka.KafkaError) -> None:
+        """librdkafka's producer cannot go on: stop the worker (a restart resumes from the checkpoints)."""
+        asyncio.ensure_future(self.app.crash(confluent_kafka.KafkaException(error)))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -149,8 +168,8 @@ class Sidecar:
                         replication_factor=self.settings.topic_replication_factor,
                         admin_kwargs=self.settings.security.client_kwargs(),
                     )
-                await self.producer.start()
-            except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+                await self.dataplane.connect(self.settings.contract_topics())
+            except (KafkaError, OSError, asyncio.TimeoutError, DataPlaneError) as exc:
                 self.broker_state(False)
                 self.log.warning(
                     "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, error=self.connect_error(exc), retry_in_s=delay
@@ -164,7 +183,9 @@ class Sidecar:
 
     async def disconnect(self) -> None:
         self.metrics.set_ready(False)
-        await self.producer.stop()
+        left = await self.dataplane.close(CLOSE_TIMEOUT_S)
+        if left:
+            self.log.warning("records_not_delivered_at_stop", records=left, note="published again after the restart")
 
     async def tick(self, table: str) -> None:
         """One poll of one table (called by that table's timer)."""
@@ -193,7 +214,7 @@ class Sidecar:
                 cursor = FileCursor.from_record(record)
                 stored.setdefault(path.split("/", 1)[0], {})[path] = cursor
             for spec in TABLES:
-                self.tailers[spec.dir_name] = TableTailer(spec, self.settings, self, stored[spec.dir_name])
+                self.tailers[spec.dir_name] = TableTailer(spec, self.settings, self, self.dataplane, stored[spec.dir_name])
             await self._resend_rotations(c for files in stored.values() for c in files.values())
             self.synced = True
             self.metrics.set_ready(True)
@@ -251,6 +272,8 @@ class SidecarRuntime(Service):
         except ConfigError as exc:
             self.sidecar.log.error("config_error", setting=exc.setting, error=str(exc))
             await self.crash(exc)
+            return
+        self.add_future(self.sidecar.dataplane.serve())
 
     async def on_stop(self) -> None:
         await self.sidecar.disconnect()

@@ -1,58 +1,84 @@
-"""One table's tailer: the poll cycle read → publish → broker ack → checkpoint.
+"""One table's tailer: the poll cycle read → produce → delivery reports → checkpoint.
 
-Files of a table are worked strictly in (date, hour) order: the next hour file is not read before the
-previous one is finalized, which keeps ``seq_in_block`` exact when a block straddles two files.
-The tailer never writes Faust tables itself; it hands checkpoints and rotation records to its
-:class:`TailerHost` (the Faust shell), which routes them through internal topics to agents.
+:class:`TableTailer` schedules a table: which hour files exist, in which order they are worked,
+when one is finalized, and the window of cycles handed to the producer but not yet reported. The
+files of a table are worked strictly in (date, hour) order: the next hour file is not read before
+the previous one is finalized, which keeps ``seq_in_block`` exact when a block straddles two files.
+Each file is read by an :class:`~hyperdata_sidecar.reader.HourFileReader` and turned into records
+by the core's :class:`~hyperdata_sidecar.core.records.RecordWriter`.
+
+A table's read → produce → report → checkpoint path shares no mutable state with the other
+tables' (the producer is thread-safe and orders records per partition), so a tailer could run in a
+process of its own. The tailer never writes Faust tables itself; it hands checkpoints and rotation
+records to its :class:`TailerHost` (the Faust shell), which routes them through internal topics.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Protocol
-
-import orjson
+from typing import Any, NamedTuple, Protocol
 
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
+from hyperdata_sidecar.core.delivery import Deliveries, Verdict, verdict
 from hyperdata_sidecar.core.finalization import FileStage, finalization_stage
 from hyperdata_sidecar.core.hourfile import HourFile
-from hyperdata_sidecar.core.lineinfo import LineInfo, fast_inspector, inspect_line
-from hyperdata_sidecar.core.partitioner import partition_for
+from hyperdata_sidecar.core.lineinfo import block_time_of
+from hyperdata_sidecar.core.records import (
+    Collector,
+    CycleAcks,
+    Record,
+    RecordWriter,
+    Routes,
+    SeqState,
+    Tally,
+    Topics,
+    dead_letter_partition,
+    refusal_name,
+)
 from hyperdata_sidecar.core.seal import SealManifest, iso_utc
-from hyperdata_sidecar.core.sequencer import BlockSequencer
 from hyperdata_sidecar.core.splitter import Line, LineSplitter, OversizeLine
 from hyperdata_sidecar.core.tables import TableSpec
-from hyperdata_sidecar.digest import RunningDigest, last_line_start, read_chunk, read_head
 from hyperdata_sidecar.logs import EventLog
-from hyperdata_sidecar.metrics import SidecarMetrics, block_time_to_epoch
-from hyperdata_sidecar.producer import DataPlaneProducer, Outbox, PublishError, Record
+from hyperdata_sidecar.metrics import SidecarMetrics, block_time_to_epoch, hour_start_epoch
+from hyperdata_sidecar.reader import HourFileReader
 
-HEAD_BYTES = 64  # enough of the first line (its local_time has ns precision) to tell a replaced file
-DIGEST_SLICE = 64 * 1024 * 1024  # digest catch-up per idle cycle after a restart
-MAX_BACKOFF_S = 5.0  # publish retries: a returning broker is used within seconds
-MAX_IN_FLIGHT = 6  # cycles per file published but not yet acked (memory: this many read budgets)
+MAX_IN_FLIGHT = 4  # cycles per table handed to the producer and not yet fully reported
+HOLD_BACKOFF_S = (5.0, 60.0)  # first and longest wait before sending records of a held topic again
+ROOM_WAIT_S = 0.01  # the producer's queue is full: wait this long for reports, then try again
+STOP_GRACE_S = 5.0  # on shutdown, how long cycles in flight may take to be reported
+
+
+class Publisher(Protocol):
+    """What a tailer needs of the data plane (:class:`~hyperdata_sidecar.dataplane.DataPlane`)."""
+
+    partitions: Mapping[str, int]
+
+    @property
+    def produce(self) -> Callable[..., None]:
+        """confluent-kafka's ``Producer.produce``."""
+
+    async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until ``predicate()`` holds, checked after every served report; False on timeout."""
 
 
 class TailerHost(Protocol):
     """What a tailer needs from the shell that runs it."""
 
-    producer: DataPlaneProducer
     metrics: SidecarMetrics
     log: EventLog
 
     @property
     def stopping(self) -> bool:
-        """True once the worker is shutting down: abandon the cycle in flight."""
+        """True once the worker is shutting down."""
 
     async def checkpoint(self, cursor: FileCursor) -> None:
-        """Persist ``cursor`` (called only after the broker acked everything it covers)."""
+        """Persist ``cursor`` (called only once every record it covers was reported delivered)."""
 
     async def rotate(self, manifest: SealManifest) -> None:
         """Hand a finalized file to the seal and backup agents."""
@@ -60,109 +86,141 @@ class TailerHost(Protocol):
     async def forget(self, path: str) -> None:
         """Drop every piece of state about ``path`` (the file is gone)."""
 
-    def broker_state(self, connected: bool) -> None:
-        """Report whether the last publish reached the broker."""
+    def sealed(self, path: str) -> bool:
+        """True once the seal of ``path`` is recorded."""
+
+    def file_lost(self, table: str, path: str, reason: str, published_to: int, size_seen: int) -> None:
+        """``path`` was deleted before its lines were all published, or before its seal."""
+
+    def hold(self, table: str, reason: str | None) -> None:
+        """The table cannot publish (``reason``) and keeps its position; None once it can again."""
 
     async def pause(self, seconds: float) -> bool:
         """Back off for up to ``seconds``; False (early) when the worker is stopping."""
 
 
 class Abandoned(Exception):
-    """The worker is stopping; the cycle in flight was not checkpointed."""
+    """The worker is stopping; cycles in flight were not checkpointed."""
 
 
 @dataclass
 class TrackedFile:
-    """A file the tailer knows: its persisted cursor plus what lives only in memory."""
+    """A file the tailer knows: its persisted cursor, its reader, splitter and record writer."""
 
     hour: HourFile
-    cursor: FileCursor
-    path: Path
-    sequencer: BlockSequencer
+    cursor: FileCursor  # persisted: everything before cursor.byte_offset is delivered
+    running: FileCursor  # once every cycle written so far is delivered
+    reader: HourFileReader
     splitter: LineSplitter
-    running: FileCursor  # the cursor once every cycle read so far is acked
-    head: str  # hex of the file's first bytes (see HEAD_BYTES)
-    digest: RunningDigest = field(default_factory=RunningDigest)
-    in_flight: deque[InFlight] = field(default_factory=deque)
-    read_pos: int = 0
-    last_size: int = -1
-    last_growth_at: float = field(default_factory=time.monotonic)
+    writer: RecordWriter
 
-    @classmethod
-    def resume(cls, hour: HourFile, cursor: FileCursor, path: Path, max_line_bytes: int) -> TrackedFile:
-        return cls(
-            hour=hour,
-            cursor=cursor,
-            path=path,
-            sequencer=BlockSequencer(cursor.seq_block, cursor.seq_next),
-            splitter=LineSplitter(cursor.byte_offset, max_line_bytes),
-            running=cursor,
-            head=cursor.head,
-            read_pos=cursor.byte_offset,
-        )
+
+class Pending(NamedTuple):
+    """A record whose delivery failed: the cycle it belongs to, what was produced, the error.
+    ``is_replacement``: the record is the dead letter that already replaced a refused one."""
+
+    cycle: Cycle
+    record: Record
+    error: Any
+    is_replacement: bool
+
+    def resent_as_is(self) -> bool:
+        """True when the record is sent again unchanged (rather than replaced by its dead letter)."""
+        return verdict(self.error) is Verdict.HOLD or self.is_replacement
 
 
 @dataclass
-class InFlight:
-    """One published cycle waiting for its acks; ``cursor`` is the file's cursor once it is acked."""
+class Cycle:
+    """One read of a file handed to the producer; settled once every record of it was reported.
 
-    outbox: Outbox
-    acks: list[asyncio.Future] | None  # None: the batches could not even be queued
-    cursor: FileCursor
-    lines: int
-    newest_block_time: str | None
-    settled: bool = False
+    ``start`` and the writer's state there (``seq_start``, ``blocks_start``) let the records be
+    rebuilt from the file to find the one behind a failed report.
+    """
 
+    file: TrackedFile
+    start: int
+    seq_start: SeqState
+    blocks_start: tuple[int | None, int | None]
+    deliveries: Deliveries = field(default_factory=Deliveries)
+    tally: Tally = field(default_factory=Tally)
+    partial: Line | OversizeLine | None = None  # the unterminated tail a finalization dead-letters
+    end: int = 0
+    cursor: FileCursor | None = None  # the file's cursor once this cycle is delivered
+    written: bool = False
+    resolved: bool = False  # its failed records, if any, were dealt with
 
-@dataclass
-class CycleTotals:
-    lines: int = 0
-    dlq_lines: int = 0
-    first_block: int | None = None
-    last_block: int | None = None
-    newest_block_time: str | None = None
+    def failed(self) -> bool:
+        return not self.resolved and bool(self.deliveries.failures())
+
+    def settled(self) -> bool:
+        return self.written and self.deliveries.reported() == self.tally.produced
 
 
 class TableTailer:
     """Tails the hour files of one node table."""
 
-    def __init__(self, spec: TableSpec, settings: Settings, host: TailerHost, stored: dict[str, FileCursor]) -> None:
+    def __init__(
+        self, spec: TableSpec, settings: Settings, host: TailerHost, publisher: Publisher, stored: dict[str, FileCursor]
+    ) -> None:
         self.spec = spec
         self.settings = settings
         self.host = host
+        self.publisher = publisher
+        self.table = spec.dir_name
         self.root = settings.watch_dir / spec.dir_name / "hourly"
+        topic, dlq = settings.topic_for(spec), settings.topic_dlq
+        self.topics = Topics(topic, publisher.partitions[topic], dlq, publisher.partitions[dlq])
+        self.routes = Routes(self.topics.data_partitions)
         self.files: dict[str, TrackedFile] = {}
+        self.window: deque[Cycle] = deque()
+        self._dlq_partition = dead_letter_partition(spec, self.topics)
         self._fresh_start = not stored
-        self._carry = BlockSequencer()
+        self._carry: SeqState = (None, 0)
         self._dir_missing_logged = False
         self._ignored: set[str] = set()
-        self._counts: tuple[int, int] | None = None  # partitions of (data topic, DLQ topic)
-        self._route: dict[str, tuple[bytes, int]] = {}
-        self._inspect_fast = fast_inspector(spec)
-        self._table_bytes = spec.dir_name.encode()
+        self._stop_deadline: float | None = None
         for path, cursor in stored.items():
             hour = HourFile.parse(path)
-            if hour is not None and hour.table == spec.dir_name:
-                self.files[path] = TrackedFile.resume(hour, cursor, settings.watch_dir / path, settings.max_line_bytes)
+            if hour is not None and hour.table == self.table:
+                self.files[path] = self._track(hour, cursor)
+
+    def _track(self, hour: HourFile, cursor: FileCursor) -> TrackedFile:
+        path = self.settings.watch_dir / hour.relpath
+        writer = RecordWriter(
+            self.spec, self.topics, self.routes, hour.relpath, self.publisher.produce,
+            offset=cursor.byte_offset, seq_state=(cursor.seq_block, cursor.seq_next),
+            first_block=cursor.first_block, last_block=cursor.last_block,
+        )
+        return TrackedFile(
+            hour=hour,
+            cursor=cursor,
+            running=cursor,
+            reader=HourFileReader(path, cursor.byte_offset, cursor.head),
+            splitter=LineSplitter(cursor.byte_offset, self.settings.max_line_bytes),
+            writer=writer,
+        )
 
     # ------------------------------------------------------------------ the tick
 
     async def tick(self) -> None:
         """One poll: catch every file up as far as it has grown, finalize what is finished."""
         started = time.perf_counter()
+        await self._settle_all()  # cycles left by an interrupted tick
         hours = self._scan()
+        if hours:
+            self.host.metrics.set_newest_hour_file(self.table, hour_start_epoch(hours[-1].date, hours[-1].hour))
         await self._drop_deleted({h.relpath for h in hours})
         for index, hour in enumerate(hours):
             tracked = self.files.get(hour.relpath) or await self._adopt(hour, is_newest=index == len(hours) - 1)
             if tracked.cursor.stage is not CursorStage.TAILING:
                 if tracked.cursor.stage is CursorStage.FINALIZED:
-                    self._carry = BlockSequencer(tracked.cursor.seq_block, tracked.cursor.seq_next)
+                    self._carry = (tracked.cursor.seq_block, tracked.cursor.seq_next)
                 continue
             finished = await self._drive(tracked, has_later_file=index < len(hours) - 1)
             if not finished:
                 break
-        self.host.metrics.set_files_tailed(self.spec.dir_name, len(self.files))
-        self.host.metrics.poll_cycle(self.spec.dir_name, time.perf_counter() - started)
+        self.host.metrics.set_files_tailed(self.table, len(self.files))
+        self.host.metrics.poll_cycle(self.table, time.perf_counter() - started)
 
     def discovered(self) -> list[str]:
         """The hour files of this table on disk now, oldest first (for the startup summary)."""
@@ -175,7 +233,7 @@ class TableTailer:
             dates = list(os.scandir(self.root))
         except FileNotFoundError:
             if not self._dir_missing_logged:
-                self.host.log.warning("table_dir_missing", table=self.spec.dir_name, path=str(self.root))
+                self.host.log.warning("table_dir_missing", table=self.table, path=str(self.root))
                 self._dir_missing_logged = True
             return found
         self._dir_missing_logged = False
@@ -187,7 +245,7 @@ class TableTailer:
             except FileNotFoundError:
                 continue
             for entry in entries:
-                hour = HourFile.parse(f"{self.spec.dir_name}/hourly/{date.name}/{entry.name}")
+                hour = HourFile.parse(f"{self.table}/hourly/{date.name}/{entry.name}")
                 if hour is None:
                     continue
                 if entry.is_file(follow_symlinks=False):
@@ -201,37 +259,36 @@ class TableTailer:
 
     async def _adopt(self, hour: HourFile, *, is_newest: bool) -> TrackedFile:
         """Start tracking a file that has no stored state."""
-        path = self.settings.watch_dir / hour.relpath
-        seq_block, seq_next = self._carry.state
+        seq_block, seq_next = self._carry
         cursor = FileCursor(path=hour.relpath, seq_block=seq_block, seq_next=seq_next, seq0_block=seq_block, seq0_next=seq_next)
         if self._fresh_start and self.settings.initial_position == "end":
             if not is_newest:
                 cursor = cursor.with_changes(stage=CursorStage.SKIPPED)
             else:
-                size = path.stat().st_size
-                start = await asyncio.to_thread(last_line_start, path, size, self.settings.max_line_bytes + 1)
+                probe = HourFileReader(self.settings.watch_dir / hour.relpath, 0, "")
+                size = probe.stat() or 0
+                start = await probe.last_line_start(size, self.settings.max_line_bytes + 1)
                 cursor = cursor.with_changes(byte_offset=start, size=size)
                 self._fresh_start = False
             await self.host.checkpoint(cursor)
-            self.host.log.info("file_adopted", path=hour.relpath, start_offset=cursor.byte_offset, stage=cursor.stage.value)
-        else:
-            self._fresh_start = False
-            self.host.log.info("file_adopted", path=hour.relpath, start_offset=0, stage=cursor.stage.value)
-        tracked = TrackedFile.resume(hour, cursor, path, self.settings.max_line_bytes)
-        self.files[hour.relpath] = tracked
+        self._fresh_start = False
+        self.host.log.info("file_adopted", path=hour.relpath, start_offset=cursor.byte_offset, stage=cursor.stage.value)
+        tracked = self.files[hour.relpath] = self._track(hour, cursor)
         return tracked
 
     async def _drop_deleted(self, present: set[str]) -> None:
         for path in [p for p in self.files if p not in present]:
             tracked = self.files.pop(path)
-            if tracked.cursor.stage is CursorStage.TAILING:
-                self._carry = tracked.sequencer
-                self.host.metrics.file_deleted(self.spec.dir_name, "unsealed")
-                self.host.log.error(
-                    "file_deleted_before_seal", path=path, published_to=tracked.cursor.byte_offset, size_seen=tracked.last_size
-                )
+            cursor = tracked.cursor
+            if cursor.stage is CursorStage.TAILING:
+                self._carry = tracked.writer.seq_state
+                self.host.metrics.file_deleted(self.table, "unsealed")
+                self.host.file_lost(self.table, path, "deleted before it was fully published", cursor.byte_offset, tracked.reader.last_size)
+            elif cursor.stage is CursorStage.FINALIZED and not self.host.sealed(path):
+                self.host.metrics.file_deleted(self.table, "unsealed")
+                self.host.file_lost(self.table, path, "deleted before its seal", cursor.byte_offset, cursor.size)
             else:
-                self.host.metrics.file_deleted(self.spec.dir_name, "pruned")
+                self.host.metrics.file_deleted(self.table, "pruned")
                 self.host.log.info("file_pruned", path=path)
             await self.host.forget(path)
 
@@ -240,278 +297,313 @@ class TableTailer:
     async def _drive(self, tracked: TrackedFile, *, has_later_file: bool) -> bool:
         """Catch ``tracked`` up; finalize it if it is done. True when the next file may be worked."""
         while True:
-            try:
-                size = tracked.path.stat().st_size
-            except FileNotFoundError:
+            size = tracked.reader.stat()
+            if size is None:
+                await self._settle_all()
                 return True  # picked up as deleted on the next scan
-            if size != tracked.last_size:
-                tracked.last_size, tracked.last_growth_at = size, time.monotonic()
-                restarted = await self._restart_if_rewritten(tracked, size)
-                if restarted is not None:
-                    tracked = restarted
-                    continue
-            if size > tracked.read_pos:
+            reason = await tracked.reader.rewritten(size) if size != tracked.reader.position else None
+            if reason is not None:
+                tracked = await self._restart(tracked, reason, size)
+                continue
+            if size > tracked.reader.position:
                 await self._cycle(tracked, size)
+                self._report_lag(tracked, size)
                 if self.host.stopping:
-                    # Shutting down: persist what the broker acked (the acks of cycles in flight
-                    # come within milliseconds), so a restart repeats as little as possible.
-                    await self._settle_all(tracked)
+                    await self._settle_all()
                     return False
                 continue
             break
-        await self._settle_all(tracked)
+        await self._settle_all()
         self._report_lag(tracked, size)
         stage = finalization_stage(
             has_later_file=has_later_file,
             caught_up=True,
-            last_growth_at=tracked.last_growth_at,
+            last_growth_at=tracked.reader.last_growth_at,
             now=time.monotonic(),
             grace_s=self.settings.seal_grace_s,
         )
         if stage is FileStage.FINALIZED:
             await self._finalize(tracked, size)
             return True
-        if tracked.digest.upto < tracked.read_pos:
-            await asyncio.to_thread(tracked.digest.catch_up, tracked.path, tracked.read_pos, DIGEST_SLICE)
+        await tracked.reader.catch_up_digest(tracked.reader.position)
         return False
 
-    async def _restart_if_rewritten(self, tracked: TrackedFile, size: int) -> TrackedFile | None:
-        """A file that shrank or whose first bytes changed is re-read from byte 0 (same line ids).
-
-        Returns the fresh :class:`TrackedFile`, or None when the file is the one we were reading.
-        """
-        known = tracked.head
-        reason = None
-        if size < tracked.read_pos:
-            reason = "truncated"
-        else:
-            head = await asyncio.to_thread(read_head, tracked.path, HEAD_BYTES)
-            if head[: len(known) // 2].hex() != known:
-                reason = "replaced"
-            elif len(head) * 2 > len(known):
-                tracked.head = head.hex()
-        if reason is None:
-            return None
-        await self._settle_all(tracked)
-        self.host.metrics.file_truncated(self.spec.dir_name)
+    async def _restart(self, tracked: TrackedFile, reason: str, size: int) -> TrackedFile:
+        """Re-read a file that shrank or whose first bytes changed from byte 0 (same line ids)."""
+        await self._settle_all()
+        self.host.metrics.file_truncated(self.table)
         self.host.log.error(
             "file_restarted", path=tracked.cursor.path, reason=reason, size=size, published_to=tracked.cursor.byte_offset
         )
         cursor = tracked.cursor.restarted()
-        fresh = TrackedFile.resume(tracked.hour, cursor, tracked.path, self.settings.max_line_bytes)
-        self.files[cursor.path] = fresh
+        fresh = self.files[cursor.path] = self._track(tracked.hour, cursor)
         await self.host.checkpoint(cursor)
         return fresh
 
     async def _cycle(self, tracked: TrackedFile, size: int) -> None:
-        """Read one budget of new bytes and publish its complete lines; settle the oldest cycle
-        once more than MAX_IN_FLIGHT are waiting for acks (reading goes on while the broker works)."""
-        await self._wait_for_partition_counts()
-        want = min(size - tracked.read_pos, self.settings.read_budget_bytes)
-        chunk = await asyncio.to_thread(read_chunk, tracked.path, tracked.read_pos, want, tracked.digest)
+        """Read one budget of new bytes and hand its complete lines to the producer; settle the
+        oldest cycle once more than MAX_IN_FLIGHT are waiting (reading goes on while the broker works)."""
+        want = min(size - tracked.reader.position, self.settings.read_budget_bytes)
+        chunk = await tracked.reader.read(want)
         if not chunk:
             return
-        tracked.read_pos += len(chunk)
-        self.host.metrics.bytes_read(self.spec.dir_name, len(chunk))
-        outbox = Outbox()
-        totals = CycleTotals()
-        self._prepare(tracked, tracked.splitter.feed(chunk), outbox, totals)
-        tracked.running = self._advanced(tracked, totals)
-        try:
-            acks = await self.host.producer.enqueue(outbox) if outbox.count else []
-        except PublishError:
-            acks = None
-        tracked.in_flight.append(InFlight(outbox, acks, tracked.running, totals.lines, totals.newest_block_time))
-        while len(tracked.in_flight) > MAX_IN_FLIGHT:
-            await self._settle_oldest(tracked)
+        self.host.metrics.bytes_read(self.table, len(chunk))
+        items = tracked.splitter.feed(chunk)
+        writer = tracked.writer
+        cycle = Cycle(tracked, writer.offset, writer.seq_state, (writer.first_block, writer.last_block))
+        self.window.append(cycle)
+        acks = cycle.deliveries.cycle_acks(self.topics, self._dlq_partition)
+        await self._write(cycle, acks, lambda start: writer.write(items, acks, cycle.tally, start), len(items))
+        self._close_cycle(cycle, tracked.splitter.held_bytes == 0)
+        while len(self.window) > MAX_IN_FLIGHT:
+            await self._settle_oldest()
 
-    async def _settle_all(self, tracked: TrackedFile) -> None:
-        while tracked.in_flight:
-            await self._settle_oldest(tracked)
-
-    async def _settle_oldest(self, tracked: TrackedFile) -> None:
-        """Wait for the oldest cycle's acks and checkpoint it. If it failed, every cycle still in
-        flight is published again, in order, until the broker acks it (duplicates, never gaps)."""
-        flight = tracked.in_flight[0]
-        if not flight.settled:
-            try:
-                if flight.acks is None:
-                    raise PublishError("batches could not be queued")
-                await self.host.producer.settle(flight.acks)
-                self.host.broker_state(True)
-            except PublishError as exc:
-                # Possibly an old failure (batches queued before an outage): _publish below says
-                # whether the broker is reachable now.
-                self._report_publish_failure(flight.outbox, exc, retry_in_s=0, broker_down=False)
-                for waiting in tracked.in_flight:
-                    if waiting.acks:
-                        await asyncio.gather(*waiting.acks, return_exceptions=True)
-                for waiting in tracked.in_flight:
-                    await self._publish(waiting.outbox)
-                    waiting.settled = True
-        tracked.in_flight.popleft()
-        await self._commit(tracked, flight.cursor, flight.lines, flight.newest_block_time)
-
-    async def _wait_for_partition_counts(self) -> None:
-        """Learn the partition counts before reading, so nothing read can fail to be routed."""
-        delay = 0.5
-        while self._counts is None:
-            try:
-                self._counts = (
-                    await self.host.producer.partition_count(self.settings.topic_for(self.spec)),
-                    await self.host.producer.partition_count(self.settings.topic_dlq),
-                )
-            except PublishError as exc:
-                self.host.log.limited(logging.WARNING, "topic_metadata_unavailable", self.spec.dir_name, 10.0, error=str(exc))
+    async def _write(self, cycle: Cycle, acks: CycleAcks, write: Callable[[int], int], count: int) -> None:
+        """Run ``write`` until it has handed over all ``count`` items: wait while the producer's queue
+        is full; hold the table (not ready, slow retries) while the client refuses a record."""
+        index = write(0)
+        delay = HOLD_BACKOFF_S[0]
+        while index < count:
+            refusal = cycle.file.writer.refusal
+            if refusal is None:
+                await self._wait_for_room()
+            else:
+                reason = f"{self.topics.data}: {refusal_name(refusal)} ({refusal})"
+                self._hold(reason, retry_in_s=delay)
                 if not await self.host.pause(delay):
-                    raise Abandoned() from exc
-                delay = min(delay * 2, MAX_BACKOFF_S)
-                await self.host.producer.recover()
+                    raise Abandoned()
+                delay = min(delay * 2, HOLD_BACKOFF_S[1])
+            index = write(index)
+        if delay != HOLD_BACKOFF_S[0]:
+            self.host.hold(self.table, None)
 
-    def _prepare(self, tracked: TrackedFile, items: list[Line | OversizeLine], outbox: Outbox, totals: CycleTotals) -> None:
-        """Turn lines into records (data or DLQ), assigning line ids in file order. The hot loop."""
-        topic = self.settings.topic_for(self.spec)
-        by_partition: list[list[Record]] = [[] for _ in range(self._counts[0])]
-        route = self._route
-        inspect_fast = self._inspect_fast
-        assign = tracked.sequencer.assign
-        table = self._table_bytes
-        source = tracked.cursor.path.encode()
-        for item in items:
-            if type(item) is not Line:
-                ref = orjson.dumps(
-                    {"source": tracked.cursor.path, "offset": item.offset, "length": item.length, "sha256": item.sha256}
-                )
-                self._dead_letter(outbox, totals, source, item.offset, "oversize", ref)
-                continue
-            info = inspect_fast(item.data) or inspect_line(self.spec, item.data)
-            if type(info) is not LineInfo:
-                self._dead_letter(outbox, totals, source, item.offset, info.reason, item.data)
-                continue
-            block = info.block_number
-            key, partition = route.get(info.coin) or self._new_route(info.coin)
-            headers = [
-                ("line_id", b"%s|%d|%d" % (table, block, assign(block, info.n_events))),
-                ("source", source),
-                ("offset", b"%d" % item.offset),
-            ]
-            by_partition[partition].append((key, item.data, headers))
-            if totals.first_block is None:
-                totals.first_block = block
-            totals.last_block = block
-            totals.newest_block_time = info.block_time
-            totals.lines += 1
-        for partition, records in enumerate(by_partition):
-            outbox.extend(topic, partition, records)
-
-    def _new_route(self, coin: str) -> tuple[bytes, int]:
-        """Key bytes and murmur2 partition of a coin, cached (a table has a few hundred coins)."""
-        key = coin.encode()
-        route = self._route[coin] = (key, partition_for(key, self._counts[0]))
-        return route
-
-    def _dead_letter(self, outbox: Outbox, totals: CycleTotals, source: bytes, offset: int, reason: str, value: bytes) -> None:
-        topic = self.settings.topic_dlq
-        key = self.spec.dir_name.encode()
-        partition = partition_for(key, self._counts[1])
-        headers = [("source", source), ("offset", str(offset).encode()), ("reason", reason.encode())]
-        outbox.add(topic, partition, (key, value, headers))
-        totals.dlq_lines += 1
-        self.host.metrics.dlq(self.spec.dir_name, reason)
-        self.host.log.limited(
-            logging.WARNING, "dlq", f"{self.spec.dir_name}|{reason}", 10.0,
-            table=self.spec.dir_name, reason=reason, source=source.decode(), offset=offset,
+    def _close_cycle(self, cycle: Cycle, complete: bool) -> None:
+        """Everything of ``cycle`` is handed over: note where the file stands once it is delivered."""
+        tracked, writer = cycle.file, cycle.file.writer
+        cycle.end = writer.offset
+        cycle.cursor = tracked.running = tracked.running.advanced(
+            byte_offset=writer.offset,
+            last_line_complete=complete,
+            seq_state=writer.seq_state,
+            lines=cycle.tally.lines,
+            dlq_lines=cycle.tally.dlq,
+            first_block=writer.first_block,
+            last_block=writer.last_block,
+            size=tracked.reader.last_size,
         )
+        cycle.written = True
 
-    async def _publish(self, outbox: Outbox) -> None:
-        """Publish until the broker acks everything; back off while it does not."""
-        if not outbox.count:
-            return
-        delay = 0.5
+    # ------------------------------------------------------------------ delivery reports
+
+    async def _settle_all(self) -> None:
+        while self.window:
+            await self._settle_oldest()
+
+    async def _settle_oldest(self) -> None:
+        """Wait for the oldest cycle's reports; resolve failures; checkpoint it."""
+        cycle = self.window[0]
+        await self._until(cycle.settled)
+        if cycle.failed():
+            await self._resolve()
+        self.window.popleft()
+        await self._commit(cycle)
+
+    async def _until(self, predicate: Callable[[], bool]) -> None:
+        """Wait for ``predicate``; once the worker stops, for at most STOP_GRACE_S in all."""
+        while not predicate():
+            if self.host.stopping:
+                if self._stop_deadline is None:
+                    self._stop_deadline = time.monotonic() + STOP_GRACE_S
+                left = self._stop_deadline - time.monotonic()
+                if left <= 0:
+                    raise Abandoned()
+                await self.publisher.until(predicate, timeout=left)
+            else:
+                await self.publisher.until(predicate, timeout=1.0)
+
+    async def _resolve(self) -> None:
+        """Deal with every failed record of the window, then let it be checkpointed in order.
+
+        A record the broker refuses for good becomes a ``rejected`` dead letter (its reference on
+        the DLQ). A record of a topic that cannot be written now (missing, not authorized, ...) is
+        sent again, slowly, while the table is held (not ready), and so is a dead letter that
+        cannot be written. Nothing is read meanwhile: the file keeps its position.
+        """
+        for cycle in self.window:
+            await self._until(cycle.settled)
+        pending: list[Pending] = []
+        for cycle in self.window:
+            if cycle.failed():
+                failures = cycle.deliveries.failures()
+                records = await self._rebuild(cycle)
+                pending += [Pending(cycle, records[(f.topic, f.partition)][f.index], f.error, False) for f in failures]
+            cycle.resolved = True
+        delay, held = HOLD_BACKOFF_S[0], False
+        while pending:
+            if any(verdict(p.error) is Verdict.FATAL for p in pending):
+                raise Abandoned()  # the data plane stops the worker; a restart resumes from the checkpoint
+            resend = [p for p in pending if p.resent_as_is()]
+            if resend:
+                held = True
+                reason = f"{resend[0].record.topic}: {resend[0].error.name()} ({resend[0].error.str()})"
+                self._hold(reason, retry_in_s=delay, records=len(resend))
+                if not await self.host.pause(delay):
+                    raise Abandoned()
+                delay = min(delay * 2, HOLD_BACKOFF_S[1])
+            repairs, produced = Deliveries(), 0
+            sent: dict[tuple[str, int], list[Pending]] = {}
+            for item in pending:
+                record = item.record if item.resent_as_is() else self._rejected(item)
+                callback = repairs.callback(record.topic, record.partition)
+                await self._produce_with_room(record, callback)
+                sent.setdefault((record.topic, record.partition), []).append(
+                    Pending(item.cycle, record, None, item.is_replacement or not item.resent_as_is())
+                )
+                produced += 1
+            self.host.metrics.producer_retry(sum(1 for item in pending if item.resent_as_is()))
+            await self._until(lambda: repairs.reported() == produced)
+            pending = [sent[(f.topic, f.partition)][f.index]._replace(error=f.error) for f in repairs.failures()]
+        if held:
+            self.host.hold(self.table, None)
+            self.host.log.info("topic_writable_again", table=self.table)
+
+    async def _rebuild(self, cycle: Cycle) -> dict[tuple[str, int], list[Record]]:
+        """The records ``cycle`` produced, by (topic, partition) in order, rebuilt from the file."""
+        collector = Collector()
+        first, last = cycle.blocks_start
+        writer = RecordWriter(
+            self.spec, self.topics, self.routes, cycle.file.hour.relpath, collector,
+            offset=cycle.start, seq_state=cycle.seq_start, first_block=first, last_block=last,
+        )
+        acks = collector.acks(self.topics.data_partitions)
+        if cycle.partial is not None:
+            writer.write_unterminated(cycle.partial, acks, Tally())
+        else:
+            data = await cycle.file.reader.read_range(cycle.start, cycle.end)
+            writer.write(LineSplitter(cycle.start, self.settings.max_line_bytes).feed(data), acks, Tally())
+        return collector.groups
+
+    def _rejected(self, item: Pending) -> Record:
+        """The dead letter for a record the broker refused for good; counts, logs and reports it."""
+        cycle, record, error = item.cycle, item.record, item.error
+        rejection = cycle.file.writer.rejection(record, error.name(), error.str())
+        if record.topic == self.topics.data:
+            # It was counted as a published line; it is a DLQ line now, here and in the later cycles' cursors.
+            cycle.tally.lines -= 1
+            later = False
+            for other in self.window:
+                later = later or other is cycle
+                if later and other.cursor is not None:
+                    other.cursor = other.cursor.with_changes(lines=other.cursor.lines - 1, dlq_lines=other.cursor.dlq_lines + 1)
+            cycle.file.running = self.window[-1].cursor or cycle.file.running
+        self.host.metrics.dlq(self.table, "rejected")
+        self.host.log.error(
+            "record_rejected", table=self.table, topic=record.topic, source=cycle.file.hour.relpath,
+            offset=int(record.header("offset") or b"0"), error=error.name(), detail=error.str(),
+        )
+        return rejection
+
+    async def _produce_with_room(self, record: Record, callback: Callable[[Any, Any], None]) -> None:
+        """Produce one record, waiting while the producer's queue is full."""
         while True:
             try:
-                await self.host.producer.publish(outbox)
-            except PublishError as exc:
-                self._report_publish_failure(outbox, exc, retry_in_s=delay)
-                if not await self.host.pause(delay):
-                    raise Abandoned() from exc
-                delay = min(delay * 2, MAX_BACKOFF_S)
-                self.host.metrics.producer_retry()
-                await self.host.producer.recover()
-                continue
-            self.host.broker_state(True)
-            return
+                self.publisher.produce(record.topic, record.value, record.key, record.partition, callback, None, 0, record.headers)
+                return
+            except BufferError:
+                await self._wait_for_room()
 
-    def _report_publish_failure(self, outbox: Outbox, exc: PublishError, *, retry_in_s: float, broker_down: bool = True) -> None:
-        if broker_down:
-            self.host.broker_state(False)
-        self.host.metrics.producer_error("publish")
+    async def _wait_for_room(self) -> None:
+        """The producer's queue is full: let delivery reports come in for a moment."""
+        if self.host.stopping:
+            raise Abandoned()
+        await self.publisher.until(_never, timeout=ROOM_WAIT_S)
+
+    def _hold(self, reason: str, *, retry_in_s: float, records: int | None = None) -> None:
+        self.host.hold(self.table, reason)
+        self.host.metrics.producer_error("hold")
         self.host.log.limited(
-            logging.WARNING, "publish_failed", self.spec.dir_name, 10.0,
-            table=self.spec.dir_name, records=outbox.count, error=str(exc), retry_in_s=retry_in_s,
+            logging.ERROR, "topic_not_writable", self.table, 60.0, table=self.table, reason=reason,
+            records=records, retry_in_s=retry_in_s,
         )
 
-    def _advanced(self, tracked: TrackedFile, totals: CycleTotals) -> FileCursor:
-        """The running cursor moved past the lines just prepared (what to persist once they are acked)."""
-        running = tracked.running
-        block, next_seq = tracked.sequencer.state
-        return running.with_changes(
-            byte_offset=tracked.splitter.offset,
-            last_line_complete=tracked.splitter.held_bytes == 0,
-            seq_block=block,
-            seq_next=next_seq,
-            lines=running.lines + totals.lines,
-            dlq_lines=running.dlq_lines + totals.dlq_lines,
-            first_block=running.first_block if running.first_block is not None else totals.first_block,
-            last_block=totals.last_block if totals.last_block is not None else running.last_block,
-            size=tracked.last_size,
-        )
-
-    async def _commit(self, tracked: TrackedFile, cursor: FileCursor, lines: int, newest_block_time: str | None) -> None:
-        """Persist ``cursor``: everything it covers is acked."""
-        tracked.cursor = cursor.with_changes(head=tracked.head)
-        if lines:
-            self.host.metrics.lines_published(self.spec.dir_name, lines, newest_block_time)
-            self._warn_if_behind(newest_block_time)
+    async def _commit(self, cycle: Cycle) -> None:
+        """Persist ``cycle.cursor``: every record before it was delivered."""
+        tracked = cycle.file
+        assert cycle.cursor is not None
+        tracked.cursor = cycle.cursor.with_changes(head=tracked.reader.head)
+        tally = cycle.tally
+        if tally.lines:
+            block_time = block_time_of(tally.last_line) if tally.last_line is not None else None
+            self.host.metrics.lines_published(self.table, tally.lines, block_time)
+            self._warn_if_behind(block_time)
+        for record in tally.dead_letters:
+            reason = (record.header("reason") or b"").decode()
+            self.host.metrics.dlq(self.table, reason)
+            self.host.log.limited(
+                logging.WARNING, "dlq", f"{self.table}|{reason}", 10.0,
+                table=self.table, reason=reason, source=tracked.hour.relpath, offset=int(record.header("offset") or b"0"),
+            )
         await self.host.checkpoint(tracked.cursor)
 
     def _warn_if_behind(self, block_time: str | None) -> None:
         epoch = block_time_to_epoch(block_time) if block_time else None
         lag = time.time() - epoch if epoch is not None else 0.0
         if lag > self.settings.lag_warn_seconds:
-            table = self.spec.dir_name
             self.host.log.limited(
-                logging.WARNING, "publish_lag", table, 30.0, table=table, lag_seconds=round(lag, 1), block_time=block_time
+                logging.WARNING, "publish_lag", self.table, 30.0, table=self.table, lag_seconds=round(lag, 1), block_time=block_time
             )
 
+    # ------------------------------------------------------------------ finalization
+
     async def _finalize(self, tracked: TrackedFile, size: int) -> None:
-        """Flush the unterminated tail to the DLQ, complete the digest, hand the file to the sealers."""
-        totals = CycleTotals()
+        """Dead-letter the unterminated tail, complete the digest, hand the file to the sealers."""
         partial = tracked.splitter.flush_partial()
         if partial is not None:
-            outbox = Outbox()
-            source = tracked.cursor.path.encode()
-            value = partial.data if type(partial) is Line else orjson.dumps(
-                {"source": tracked.cursor.path, "offset": partial.offset, "length": partial.length, "sha256": partial.sha256}
-            )
-            await self._wait_for_partition_counts()
-            self._dead_letter(outbox, totals, source, partial.offset, "unterminated", value)
-            await self._publish(outbox)
-        await asyncio.to_thread(tracked.digest.catch_up, tracked.path, size)
-        tracked.running = self._advanced(tracked, totals).with_changes(
-            stage=CursorStage.FINALIZED, size=size, finalized_at=iso_utc(time.time()), sha256=tracked.digest.hexdigest()
+            writer = tracked.writer
+            cycle = Cycle(tracked, writer.offset, writer.seq_state, (writer.first_block, writer.last_block), partial=partial)
+            self.window.append(cycle)
+            acks = cycle.deliveries.cycle_acks(self.topics, self._dlq_partition)
+
+            def write(_start: int) -> int:
+                try:
+                    writer.write_unterminated(partial, acks, cycle.tally)
+                except BufferError:
+                    writer.refusal = None
+                    return 0
+                except Exception as exc:
+                    writer.refusal = exc
+                    return 0
+                return 1
+
+            await self._write(cycle, acks, write, 1)
+            self._close_cycle(cycle, True)
+            await self._settle_all()
+        await tracked.reader.catch_up_digest(size, None)
+        cursor = tracked.running.with_changes(
+            stage=CursorStage.FINALIZED, size=size, finalized_at=iso_utc(time.time()),
+            sha256=tracked.reader.digest.hexdigest(), head=tracked.reader.head,
         )
-        cursor = tracked.running.with_changes(head=tracked.head)
-        await self.host.rotate(manifest_from_cursor(cursor, self.settings.node_id))
-        await self._commit(tracked, cursor, 0, None)
-        self._carry = BlockSequencer(*tracked.sequencer.state)
-        self.host.metrics.set_tail_lag(self.spec.dir_name, cursor.path, 0)
+        manifest = manifest_from_cursor(cursor, self.settings.node_id)
+        assert manifest is not None
+        await self.host.rotate(manifest)
+        tracked.cursor = tracked.running = cursor
+        await self.host.checkpoint(cursor)
+        self._carry = tracked.writer.seq_state
+        self.host.metrics.set_tail_lag(self.table, cursor.path, 0)
         self.host.log.info("file_finalized", path=cursor.path, size=size, lines=cursor.lines, dlq_lines=cursor.dlq_lines)
 
     def _report_lag(self, tracked: TrackedFile, size: int) -> None:
+        """Tail lag of the file being read, from the size just seen: gauge, and a warning (rate-limited)."""
         lag = size - tracked.cursor.byte_offset
-        table = self.spec.dir_name
-        self.host.metrics.set_tail_lag(table, tracked.cursor.path, lag)
-        self.host.metrics.set_partial_held(table, tracked.cursor.path, tracked.splitter.held_bytes)
+        self.host.metrics.set_tail_lag(self.table, tracked.cursor.path, lag)
+        self.host.metrics.set_partial_held(self.table, tracked.cursor.path, tracked.splitter.held_bytes)
         if lag > self.settings.lag_warn_bytes:
-            self.host.log.limited(logging.WARNING, "tail_lag", table, 30.0, table=table, path=tracked.cursor.path, lag_bytes=lag)
+            self.host.log.limited(
+                logging.WARNING, "tail_lag", self.table, 30.0, table=self.table, path=tracked.cursor.path, lag_bytes=lag
+            )
+
+
+
+
+def _never() -> bool:
+    return False

@@ -70,6 +70,33 @@ class FileCursor:
     def with_changes(self, **changes: Any) -> FileCursor:
         return replace(self, **changes)
 
+    def advanced(
+        self,
+        *,
+        byte_offset: int,
+        last_line_complete: bool,
+        seq_state: tuple[int | None, int],
+        lines: int,
+        dlq_lines: int,
+        first_block: int | None,
+        last_block: int | None,
+        size: int,
+    ) -> FileCursor:
+        """The cursor once more lines are published: ``lines`` and ``dlq_lines`` are added, the rest
+        (the writer's state after them) replaces what was."""
+        return replace(
+            self,
+            byte_offset=byte_offset,
+            last_line_complete=last_line_complete,
+            seq_block=seq_state[0],
+            seq_next=seq_state[1],
+            lines=self.lines + lines,
+            dlq_lines=self.dlq_lines + dlq_lines,
+            first_block=first_block,
+            last_block=last_block,
+            size=size,
+        )
+
 
 
 def manifest_from_cursor(cursor: FileCursor, node: str) -> SealManifest | None:

@@ -45,6 +45,7 @@ def not_ready_reasons(sidecar: Sidecar) -> list[str]:
         reasons.append("tables not recovered yet")
     if not sidecar.broker_connected:
         reasons.append(f"broker unreachable ({sidecar.settings.kafka_bootstrap})")
+    reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(sidecar.holds.items())]
     watch = sidecar.settings.watch_dir
     if not (os.path.isdir(watch) and os.access(watch, os.R_OK | os.X_OK)):
         reasons.append(f"WATCH_DIR {watch} is not a readable directory")
@@ -66,9 +67,9 @@ def live_files(sidecar: Sidecar) -> dict[str, LiveFile]:
             if tracked.cursor.stage is not CursorStage.TAILING:
                 continue
             try:
-                size = os.stat(tracked.path).st_size
+                size = os.stat(tracked.reader.path).st_size
             except OSError:
-                size = tracked.last_size
+                size = tracked.reader.last_size
             live[path] = LiveFile(size=size, held_bytes=tracked.splitter.held_bytes)
     return live
 
@@ -138,7 +139,9 @@ def status(sidecar: Sidecar, rates: LineRates, history: History) -> SidecarStatu
         tables=tables,
         seals=recent_seals(sealed, RECENT),
         backups=recent_backups(backed_up, RECENT),
-        problems=problems(not_ready=reasons, tables=tables, files=statuses, thresholds=thresholds, now=now),
+        problems=problems(
+            not_ready=reasons, tables=tables, files=statuses, thresholds=thresholds, now=now, lost=list(sidecar.lost)
+        ),
         config=sidecar.settings.public_summary(),
     )
 

@@ -112,10 +112,13 @@ def problems(
     files: list[FileStatus],
     thresholds: Thresholds,
     now: float,
+    lost: Sequence[Mapping[str, Any]] = (),
 ) -> list[Problem]:
-    """What an operator should look at: errors first (not ready, failed backups, seals not recorded,
-    DLQ lines per table), then warnings (lags above their thresholds). One short sentence each."""
+    """What an operator should look at: errors first (not ready, files lost, failed backups, seals
+    not recorded, DLQ lines per table), then warnings (lags above their thresholds). One short
+    sentence each."""
     errors = list(not_ready)
+    errors += [f"{f['path']}: {f['reason']} (published up to byte {f['published_to']} of {f['size_seen']})" for f in lost]
     warnings = []
     for f in files:
         if f.state == FileState.BACKUP_FAILED.value:

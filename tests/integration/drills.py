@@ -428,12 +428,18 @@ async def deleted_before_published(ctx: DrillContext, *, lines_per_hour: int = 3
         held = lambda: metric_value(worker, "hyperdata_sidecar_partial_line_held_bytes", table=FILLS) == len(partial)  # noqa: E731
         await wait_for(worker, held, "the fills file to be published up to its partial last line")
         (sidecar.watch / doomed.relpath).unlink()
-        await wait_for(worker, lambda: sidecar.events("file_deleted_before_seal"), "the deletion to be noticed")
-        event = sidecar.events("file_deleted_before_seal")[0]
-        result.check("the deletion is an error event naming the file and how far it was published",
-                     event["level"] == "error" and event["path"] == doomed.relpath and event["published_to"] < event["size_seen"], str(event))
+        await wait_for(worker, lambda: sidecar.events("file_lost"), "the deletion to be noticed")
+        event = sidecar.events("file_lost")[0]
+        result.check("the loss is an error event naming the file, why and how far it was published",
+                     event["level"] == "error" and event["path"] == doomed.relpath and event["published_to"] < event["size_seen"]
+                     and "fully published" in event["reason"], str(event))
         counted = metric_value(worker, "hyperdata_sidecar_deleted_files_total", table=FILLS, reason="unsealed")
         result.check("the deletion is counted as unsealed", counted == 1, f"deleted_files_total {counted}")
+        lost = metric_value(worker, "hyperdata_sidecar_files_lost_total", table=FILLS)
+        result.check("the file is counted as lost", lost == 1, f"files_lost_total {lost}")
+        status = worker.get_json("/sidecar/status/")
+        result.check("the status page shows the loss as a problem",
+                     any(doomed.relpath in p["text"] and p["level"] == "error" for p in status["problems"]), str(status["problems"]))
         next_hour = ctx.root / "next"
         corpus(next_hour, hours=1, lines_per_hour={FILLS: lines_per_hour // 10}, seed=4,
                start=DAY_BOUNDARY + datetime.timedelta(hours=1), first_block=FIRST_BLOCK + 10**6)

@@ -5,17 +5,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperdata_sidecar.core.splitter import Line, LineSplitter, OversizeLine
+from hyperdata_sidecar.core.splitter import Line, LineSplitter, OversizeLine, numbered
 
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def feed(splitter: LineSplitter, chunk: bytes) -> list:
+    """One ``feed`` with the offsets attached (the hot path numbers lines itself)."""
+    return numbered(splitter.offset, splitter.feed(chunk))
+
+
 def feed_all(splitter: LineSplitter, chunks) -> list:
     out = []
     for chunk in chunks:
-        out.extend(splitter.feed(chunk))
+        out.extend(feed(splitter, chunk))
     return out
 
 
@@ -39,35 +44,35 @@ def chunked(data: bytes, cuts) -> list[bytes]:
 
 def test_complete_lines_come_out_with_the_offset_of_their_first_byte():
     splitter = LineSplitter()
-    assert splitter.feed(b'{"a":1}\n{"b":22}\n') == [Line(0, b'{"a":1}'), Line(8, b'{"b":22}')]
+    assert feed(splitter, b'{"a":1}\n{"b":22}\n') == [Line(0, b'{"a":1}'), Line(8, b'{"b":22}')]
     assert splitter.offset == 17
     assert splitter.held_bytes == 0
 
 
 def test_offsets_start_at_the_resume_offset_given():
     splitter = LineSplitter(offset=1000)
-    assert splitter.feed(b"ab\ncd\n") == [Line(1000, b"ab"), Line(1003, b"cd")]
+    assert feed(splitter, b"ab\ncd\n") == [Line(1000, b"ab"), Line(1003, b"cd")]
     assert splitter.offset == 1006
 
 
 def test_empty_lines_are_lines_with_empty_data():
-    assert LineSplitter().feed(b"\n\nx\n\n") == [Line(0, b""), Line(1, b""), Line(2, b"x"), Line(4, b"")]
+    assert feed(LineSplitter(), b"\n\nx\n\n") == [Line(0, b""), Line(1, b""), Line(2, b"x"), Line(4, b"")]
 
 
 def test_crlf_line_keeps_its_carriage_return_as_data():
-    assert LineSplitter().feed(b"ab\r\n\r\n") == [Line(0, b"ab\r"), Line(4, b"\r")]
+    assert feed(LineSplitter(), b"ab\r\n\r\n") == [Line(0, b"ab\r"), Line(4, b"\r")]
 
 
 def test_empty_chunk_changes_nothing():
     splitter = LineSplitter(offset=5)
-    splitter.feed(b"part")
-    assert splitter.feed(b"") == []
+    feed(splitter, b"part")
+    assert feed(splitter, b"") == []
     assert (splitter.offset, splitter.held_bytes) == (5, 4)
 
 
 def test_line_data_is_bytes_even_when_fed_a_bytearray_or_memoryview():
     splitter = LineSplitter()
-    lines = splitter.feed(bytearray(b"ab\nc")) + splitter.feed(memoryview(b"d\n"))
+    lines = feed(splitter, bytearray(b"ab\nc")) + feed(splitter, memoryview(b"d\n"))
     assert lines == [Line(0, b"ab"), Line(3, b"cd")]
     assert all(type(line.data) is bytes for line in lines)
 
@@ -83,31 +88,31 @@ def test_negative_offset_or_limit_is_rejected(offset, limit):
 
 def test_partial_tail_is_held_and_the_offset_stays_at_its_start():
     splitter = LineSplitter()
-    assert splitter.feed(b"ab\ncd") == [Line(0, b"ab")]
+    assert feed(splitter, b"ab\ncd") == [Line(0, b"ab")]
     assert (splitter.offset, splitter.held_bytes) == (3, 2)
 
 
 def test_held_tail_completes_when_its_newline_arrives():
     splitter = LineSplitter()
-    splitter.feed(b"ab\ncd")
-    assert splitter.feed(b"ef") == []
+    feed(splitter, b"ab\ncd")
+    assert feed(splitter, b"ef") == []
     assert splitter.held_bytes == 4
-    assert splitter.feed(b"g\nh") == [Line(3, b"cdefg")]
+    assert feed(splitter, b"g\nh") == [Line(3, b"cdefg")]
     assert (splitter.offset, splitter.held_bytes) == (9, 1)
 
 
 def test_chunk_starting_with_the_newline_completes_the_held_line():
     splitter = LineSplitter()
-    splitter.feed(b"abc")
-    assert splitter.feed(b"\nd\n") == [Line(0, b"abc"), Line(4, b"d")]
+    feed(splitter, b"abc")
+    assert feed(splitter, b"\nd\n") == [Line(0, b"abc"), Line(4, b"d")]
 
 
 def test_line_split_inside_a_multibyte_character_is_reassembled():
     data = '{"coin":"€💰"}\n'.encode()
     cut = data.index("€".encode()) + 1
     splitter = LineSplitter()
-    assert splitter.feed(data[:cut]) == []
-    assert splitter.feed(data[cut:]) == [Line(0, data[:-1])]
+    assert feed(splitter, data[:cut]) == []
+    assert feed(splitter, data[cut:]) == [Line(0, data[:-1])]
 
 
 # --- any chunking gives the same result ---------------------------------------------------------
@@ -154,7 +159,7 @@ def test_held_bytes_is_the_length_of_the_unterminated_rest_after_every_feed(data
     splitter = LineSplitter(max_line_bytes=limit)
     fed = b""
     for chunk in chunked(stream, cuts):
-        splitter.feed(chunk)
+        feed(splitter, chunk)
         fed += chunk
         assert splitter.held_bytes == len(fed) - splitter.offset
         assert b"\n" not in fed[splitter.offset :]
@@ -183,17 +188,17 @@ def test_line_one_byte_over_the_limit_is_oversize_under_any_split(cut):
 
 def test_oversize_line_spanning_chunks_is_reported_when_its_newline_arrives():
     splitter = LineSplitter(offset=100, max_line_bytes=4)
-    assert splitter.feed(b"ab\n" + b"x" * 3) == [Line(100, b"ab")]
-    assert splitter.feed(b"x" * 5) == []
+    assert feed(splitter, b"ab\n" + b"x" * 3) == [Line(100, b"ab")]
+    assert feed(splitter, b"x" * 5) == []
     assert splitter.held_bytes == 8
-    assert splitter.feed(b"x" * 2) == []
+    assert feed(splitter, b"x" * 2) == []
     assert splitter.held_bytes == 10
-    assert splitter.feed(b"\nnext\n") == [OversizeLine(103, 10, sha(b"x" * 10)), Line(114, b"next")]
+    assert feed(splitter, b"\nnext\n") == [OversizeLine(103, 10, sha(b"x" * 10)), Line(114, b"next")]
     assert (splitter.offset, splitter.held_bytes) == (119, 0)
 
 
 def test_zero_limit_makes_every_non_empty_line_oversize():
-    assert LineSplitter(max_line_bytes=0).feed(b"\na\n") == [Line(0, b""), OversizeLine(1, 1, sha(b"a"))]
+    assert feed(LineSplitter(max_line_bytes=0), b"\na\n") == [Line(0, b""), OversizeLine(1, 1, sha(b"a"))]
 
 
 def test_held_memory_stays_bounded_while_an_oversize_line_streams_in():
@@ -202,13 +207,13 @@ def test_held_memory_stays_bounded_while_an_oversize_line_streams_in():
     tracemalloc.start()
     try:
         for _ in range(128):  # a 32 MiB line
-            splitter.feed(chunk)
+            feed(splitter, chunk)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert splitter.held_bytes == 128 * len(chunk)
     assert peak < 4 * limit
-    assert splitter.feed(b"\n") == [OversizeLine(0, 128 * len(chunk), sha(chunk * 128))]
+    assert feed(splitter, b"\n") == [OversizeLine(0, 128 * len(chunk), sha(chunk * 128))]
 
 
 # --- flush_partial ----------------------------------------------------------------------------
@@ -216,7 +221,7 @@ def test_held_memory_stays_bounded_while_an_oversize_line_streams_in():
 
 def test_flush_emits_the_unterminated_tail_and_advances_past_it():
     splitter = LineSplitter(offset=10)
-    splitter.feed(b"ab\ncd")
+    feed(splitter, b"ab\ncd")
     assert splitter.flush_partial() == Line(13, b"cd")
     assert (splitter.offset, splitter.held_bytes) == (15, 0)
     assert splitter.flush_partial() is None
@@ -225,20 +230,20 @@ def test_flush_emits_the_unterminated_tail_and_advances_past_it():
 
 def test_flush_with_nothing_held_returns_none():
     splitter = LineSplitter()
-    splitter.feed(b"ab\n")
+    feed(splitter, b"ab\n")
     assert splitter.flush_partial() is None
     assert splitter.offset == 3
 
 
 def test_flush_of_an_oversize_tail_reports_its_length_and_digest():
     splitter = LineSplitter(max_line_bytes=3)
-    splitter.feed(b"a\nbc")
-    splitter.feed(b"defg")
+    feed(splitter, b"a\nbc")
+    feed(splitter, b"defg")
     assert splitter.flush_partial() == OversizeLine(2, 6, sha(b"bcdefg"))
     assert (splitter.offset, splitter.held_bytes) == (8, 0)
 
 
 def test_flush_keeps_a_lone_carriage_return_as_data():
     splitter = LineSplitter()
-    splitter.feed(b"ab\r")
+    feed(splitter, b"ab\r")
     assert splitter.flush_partial() == Line(0, b"ab\r")

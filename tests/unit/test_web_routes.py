@@ -51,8 +51,9 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Sidecar, TestClient]]:
 
 def run_as_started(sidecar: Sidecar, stored: dict[str, dict[str, FileCursor]]) -> None:
     """Put the sidecar in the state its runtime reaches after recovery: tailers built, producer connected."""
+    sidecar.dataplane.partitions = {topic: 3 for topic in sidecar.settings.contract_topics()}
     for spec in TABLES:
-        sidecar.tailers[spec.dir_name] = TableTailer(spec, sidecar.settings, sidecar, stored.get(spec.dir_name, {}))
+        sidecar.tailers[spec.dir_name] = TableTailer(spec, sidecar.settings, sidecar, sidecar.dataplane, stored.get(spec.dir_name, {}))
     sidecar.synced = True
     sidecar.broker_connected = True
 

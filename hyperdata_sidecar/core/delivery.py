@@ -1,0 +1,106 @@
+"""Delivery reports of one cycle, and what a failed delivery means.
+
+Every record the tailer hands to the producer carries a delivery callback: one :class:`GroupAcks`
+per (topic, partition) of the cycle. librdkafka reports a partition's records in the order they
+were produced, each exactly once, as delivered or failed for good (``message.timeout.ms=0``: no
+record ever expires while the broker is away). So a cycle is settled when the reports it received
+equal the records it produced, and the i-th report of a group is the group's i-th record.
+
+Nothing here imports Kafka: the error objects only need ``name()`` and ``fatal()``, as
+confluent-kafka's ``KafkaError`` has.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NamedTuple
+
+from hyperdata_sidecar.core.records import CycleAcks, DeliveryCallback, Topics
+
+
+class Verdict(enum.Enum):
+    """What to do about a record the producer reported as failed."""
+
+    REJECTED = "rejected"
+    """The broker refuses this record for good: its reference goes to the DLQ (reason ``rejected``)."""
+    HOLD = "hold"
+    """Affects the whole topic and may be fixed by an operator (missing topic, no authorization):
+    keep the file's position, report not ready, send the record again later."""
+    FATAL = "fatal"
+    """The producer cannot go on (idempotence state lost): stop the worker; a restart resumes
+    from the last checkpoint."""
+
+
+#: Broker errors that refuse one record (or its batch) and would refuse it again, by librdkafka's
+#: names (Kafka's CORRUPT_MESSAGE is INVALID_MSG there).
+RECORD_ERRORS = frozenset(
+    {"MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "INVALID_MSG", "INVALID_MSG_SIZE", "INVALID_TIMESTAMP"}
+)
+
+
+def verdict(error: Any) -> Verdict:
+    """The :class:`Verdict` for a delivery error (a confluent-kafka ``KafkaError``).
+
+    Every permanent error that is not known to be about the record itself is treated as one that
+    can heal (``HOLD``): slower, but it never drops a line that a fixed configuration would take.
+    """
+    if error.fatal():
+        return Verdict.FATAL
+    if error.name() in RECORD_ERRORS:
+        return Verdict.REJECTED
+    return Verdict.HOLD
+
+
+class Failure(NamedTuple):
+    """One failed record: the ``index``-th record of its group (topic, partition), and the error."""
+
+    topic: str
+    partition: int
+    index: int
+    error: Any
+
+
+class GroupAcks:
+    """Counts the delivery reports of one (topic, partition) and keeps its failures."""
+
+    __slots__ = ("topic", "partition", "reported", "failures")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.reported = 0
+        self.failures: list[Failure] = []
+
+    def report(self, error: Any, _message: Any) -> None:
+        """confluent-kafka's ``on_delivery(err, msg)``; runs on the thread that polls the producer."""
+        if error is not None:
+            self.failures.append(Failure(self.topic, self.partition, self.reported, error))
+        self.reported += 1
+
+
+class Deliveries:
+    """The delivery reports of a set of records, one :class:`GroupAcks` per (topic, partition)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, int], GroupAcks] = {}
+
+    def callback(self, topic: str, partition: int) -> DeliveryCallback:
+        """The ``on_delivery`` for a record of ``topic``/``partition``."""
+        group = self._groups.get((topic, partition))
+        if group is None:
+            group = self._groups[(topic, partition)] = GroupAcks(topic, partition)
+        return group.report
+
+    def cycle_acks(self, topics: Topics, dlq_partition: int) -> CycleAcks:
+        """The callbacks :meth:`RecordWriter.write` takes for a table's data and DLQ topics."""
+        return CycleAcks(
+            [self.callback(topics.data, p) for p in range(topics.data_partitions)], self.callback(topics.dlq, dlq_partition)
+        )
+
+    def reported(self) -> int:
+        """How many records have been reported (delivered or failed)."""
+        return sum(group.reported for group in self._groups.values())
+
+    def failures(self) -> list[Failure]:
+        """Every failed record reported so far, by group, in each group's order."""
+        return [failure for group in self._groups.values() for failure in group.failures]

@@ -1,0 +1,282 @@
+"""The data plane: one librdkafka producer (confluent-kafka) per worker, for data, DLQ and seal records.
+
+librdkafka batches, compresses and sends in its own threads. With ``enable.idempotence`` and
+``message.timeout.ms=0`` it keeps every record until the broker has it, retrying and reconnecting by
+itself, in order and without duplicates; so the sidecar never re-sends or replaces anything because
+the broker went away, it waits. Faust keeps its own aiokafka clients for tables, changelogs and the
+internal topics.
+
+Everything that touches the producer runs on the event loop, and nothing there blocks:
+``produce()`` only queues (a full queue raises ``BufferError``: back-pressure), and the delivery
+reports are served by ``poll(0)`` from a task on the loop (:meth:`DataPlane.serve`), so report
+callbacks run on the loop thread and touch asyncio state directly. (A separate poll thread would
+take the GIL once per reported record, while the loop thread holds it for most of a catch-up.)
+Metadata and topic configuration come from blocking client calls, run in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from hyperdata_sidecar.config import Settings
+from hyperdata_sidecar.core.partitioner import partition_for
+from hyperdata_sidecar.logs import EventLog, RepeatFilter
+from hyperdata_sidecar.topics import load_contract, producer_max_request_size
+
+LIBRDKAFKA_LOGGER = "hyperdata_sidecar.librdkafka"
+POLL_BUSY_S = 0.005  # how often delivery reports are served while records are outstanding
+POLL_IDLE_S = 0.1  # ... and otherwise (error and statistics callbacks)
+STATS_INTERVAL_MS = 1000  # broker states for readiness
+METADATA_TIMEOUT_S = 10.0
+BATCH_FRAMING_BYTES = 512  # a record batch's own bytes on top of its records, with margin
+#: Connection errors that say the broker is unreachable (logged at most once per minute each).
+TRANSPORT_ERRORS = frozenset(
+    {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL", "_AUTHENTICATION"}
+)
+
+
+class DataPlaneError(Exception):
+    """The data plane cannot be set up (broker unreachable, topic missing): retry later."""
+
+
+class DataPlane:
+    """Owns the worker's ``confluent_kafka.Producer``.
+
+    Lifecycle: :meth:`connect` (retried by the caller until it succeeds), then :meth:`serve` runs
+    as a task until :meth:`close`. ``on_broker(connected)`` is called on every change of the
+    broker's reachability, ``on_fatal(error)`` once if librdkafka reports a fatal error.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        log: EventLog,
+        *,
+        on_broker: Callable[[bool], None],
+        on_fatal: Callable[[KafkaError], None],
+    ) -> None:
+        self.settings = settings
+        self.log = log
+        self._on_broker = on_broker
+        self._on_fatal = on_fatal
+        self._producer: Producer | None = None
+        self.partitions: dict[str, int] = {}
+        self.max_message_bytes: dict[str, int] = {}
+        self.batch_bytes = settings.producer_batch_bytes
+        self.connected = False
+        self.fatal: KafkaError | None = None
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._closed = asyncio.Event()
+        logger = logging.getLogger(LIBRDKAFKA_LOGGER)
+        if not any(isinstance(f, RepeatFilter) for f in logger.filters):
+            logger.addFilter(RepeatFilter(prefix=LIBRDKAFKA_LOGGER, every_s=60.0, key=_librdkafka_facility))
+
+    # ------------------------------------------------------------------ setup
+
+    async def connect(self, topics: list[str]) -> None:
+        """Learn the partition counts and ``max.message.bytes`` of ``topics``, then create the producer.
+
+        Raises :class:`DataPlaneError` when the broker cannot be reached or a topic is missing.
+        """
+        partitions, limits = await asyncio.to_thread(self._describe, topics)
+        self.partitions, self.max_message_bytes = partitions, limits
+        # A batch larger than a topic's max.message.bytes is refused whole, innocent records and
+        # all: keep batches below the smallest limit, so only a record too large by itself fails.
+        self.batch_bytes = max(1, min(self.settings.producer_batch_bytes, *(v - BATCH_FRAMING_BYTES for v in limits.values())))
+        if self.batch_bytes < self.settings.producer_batch_bytes:
+            smallest = min(limits, key=limits.__getitem__)
+            self.log.warning(
+                "topic_limit_below_contract", topic=smallest, max_message_bytes=limits[smallest],
+                batch_bytes=self.batch_bytes, contract=producer_max_request_size(load_contract({})),
+            )
+        self._producer = Producer(self._config())
+        self._set_connected(True)
+
+    def _describe(self, topics: list[str]) -> tuple[dict[str, int], dict[str, int]]:
+        """Blocking: partition counts and effective ``max.message.bytes`` of ``topics``."""
+        admin = AdminClient(self._client_config())
+        try:
+            metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            raise DataPlaneError(f"broker metadata: {exc.args[0].str() if exc.args else exc}") from exc
+        partitions: dict[str, int] = {}
+        for topic in topics:
+            found = metadata.topics.get(topic)
+            if found is None or found.error is not None or not found.partitions:
+                reason = found.error.str() if found is not None and found.error is not None else "not in the broker's metadata"
+                raise DataPlaneError(f"topic {topic}: {reason}")
+            partitions[topic] = len(found.partitions)
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics]
+        limits: dict[str, int] = {}
+        try:
+            for resource, future in admin.describe_configs(resources, request_timeout=METADATA_TIMEOUT_S).items():
+                entry = future.result(timeout=METADATA_TIMEOUT_S).get("max.message.bytes")
+                limits[resource.name] = int(entry.value) if entry is not None and entry.value else 1048588
+        except KafkaException as exc:
+            raise DataPlaneError(f"topic configs: {exc.args[0].str() if exc.args else exc}") from exc
+        return partitions, limits
+
+    def _client_config(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.settings.kafka_bootstrap, **self.settings.security.librdkafka_config()}
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            **self._client_config(),
+            "client.id": f"hyperdata-sidecar-{self.settings.node_id}",
+            "enable.idempotence": True,
+            "acks": "all",
+            "compression.type": "zstd",
+            "linger.ms": self.settings.producer_linger_ms,
+            "batch.size": self.batch_bytes,
+            "message.max.bytes": producer_max_request_size(load_contract({})),
+            # Never give a record up: while the broker is away the sidecar waits (its window is full).
+            "message.timeout.ms": 0,
+            # The tailers' in-flight windows bound what is queued; this is only a backstop.
+            "queue.buffering.max.messages": 1 << 20,
+            "reconnect.backoff.ms": 100,
+            "reconnect.backoff.max.ms": 2000,
+            "statistics.interval.ms": STATS_INTERVAL_MS,
+            "error_cb": self._error,
+            "stats_cb": self._stats,
+            "logger": logging.getLogger(LIBRDKAFKA_LOGGER),
+            "log_level": 4,
+        }
+
+    # ------------------------------------------------------------------ the hot path's view
+
+    @property
+    def produce(self) -> Callable[..., None]:
+        """``Producer.produce`` itself (the tailers call it positionally for every line); before
+        :meth:`connect`, a function that raises :class:`DataPlaneError`."""
+        if self._producer is None:
+            return _not_connected
+        return self._producer.produce
+
+    def outstanding(self) -> int:
+        """Records queued or in flight, plus reports not yet served."""
+        return len(self._producer) if self._producer is not None else 0
+
+    # ------------------------------------------------------------------ serving reports
+
+    async def serve(self) -> None:
+        """Serve delivery reports and client events until :meth:`close`; wake the waiters."""
+        while not self._closed.is_set():
+            producer = self._producer
+            if producer is not None:
+                producer.poll(0)
+                self._wake()
+            busy = producer is not None and len(producer) > 0
+            try:
+                await asyncio.wait_for(self._closed.wait(), POLL_BUSY_S if busy else POLL_IDLE_S)
+            except asyncio.TimeoutError:
+                pass
+
+    async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until ``predicate()`` holds (checked after every poll); False on timeout or close."""
+        if predicate():
+            return True
+        if self._closed.is_set():
+            return False
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = (predicate, future)
+        self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            return predicate()
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+        return predicate()
+
+    def _wake(self) -> None:
+        for predicate, future in list(self._waiters):
+            if not future.done() and (predicate() or self._closed.is_set()):
+                future.set_result(None)
+
+    async def send(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
+        """Publish one low-rate record (a seal) and return once the broker has it.
+
+        Waits through broker outages (the record is never given up). Raises ``KafkaException``
+        if the broker refuses it for good.
+        """
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        # Explicit partitions only: librdkafka's idempotent producer must not mix them with its own
+        # partitioner, and murmur2 is what Java clients would pick for the same key.
+        partition = partition_for(key, self.partitions[topic])
+
+        def delivered(error: KafkaError | None, _message: Any) -> None:
+            if done.done():
+                return
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(KafkaException(error))
+
+        while True:
+            try:
+                self.produce(topic, value, key, partition, delivered, None, 0, headers)
+                break
+            except BufferError:
+                await asyncio.sleep(POLL_BUSY_S)
+        await done
+
+    # ------------------------------------------------------------------ client events
+
+    def _error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self.fatal = error
+            self.log.error("producer_fatal", error=error.name(), detail=error.str())
+            self._on_fatal(error)
+            return
+        name = error.name()
+        if name == "_ALL_BROKERS_DOWN":
+            self._set_connected(False)
+        if name in TRANSPORT_ERRORS:
+            self.log.limited(logging.WARNING, "broker_unreachable", name, 60.0, error=name, detail=error.str())
+        else:
+            self.log.limited(logging.WARNING, "producer_error", name, 60.0, error=name, detail=error.str())
+
+    def _stats(self, stats: str) -> None:
+        brokers = orjson.loads(stats).get("brokers", {})
+        self._set_connected(any(b.get("state") == "UP" for b in brokers.values()))
+
+    def _set_connected(self, connected: bool) -> None:
+        if connected != self.connected:
+            self.connected = connected
+            self._on_broker(connected)
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def close(self, timeout: float) -> int:
+        """Wait up to ``timeout`` s for outstanding records, then stop serving. Returns how many were
+        still outstanding (those were not checkpointed: a restart publishes them again)."""
+        deadline = time.monotonic() + timeout
+        while self.outstanding() and time.monotonic() < deadline and not self._closed.is_set():
+            await self.until(lambda: not self.outstanding(), timeout=max(0.0, deadline - time.monotonic()))
+        left = self.outstanding()
+        self._closed.set()
+        self._wake()
+        if self._producer is not None:
+            self._producer.purge()
+            self._producer.poll(0)  # serves the purged records' reports, on this thread
+        return left
+
+
+def _not_connected(*_args: Any) -> None:
+    raise DataPlaneError("the data plane is not connected")
+
+
+def _librdkafka_facility(record: logging.LogRecord) -> str:
+    """confluent-kafka logs ``"%s [%s] %s" % (facility, client, message)``: rate-limit per facility."""
+    args = record.args if isinstance(record.args, tuple) else ()
+    return f"{record.name}:{args[0] if args else record.msg}"

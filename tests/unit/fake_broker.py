@@ -1,0 +1,142 @@
+"""A stand-in for librdkafka and the broker behind it, for the tailer's unit tests, and a host.
+
+:class:`FakeBroker` is what the tailer sees of :class:`~hyperdata_sidecar.dataplane.DataPlane`
+(the ``Publisher`` protocol): ``produce`` with confluent-kafka's positional parameters, and
+``until``, which serves delivery reports the way the data plane's poll task does. It keeps
+librdkafka's promises: a partition's records land and are reported in the order they were
+produced; while the broker is away nothing is reported and nothing is lost; a record refused for
+good is reported failed and the records after it go on. The "topics" are its ``log``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError
+
+from hyperdata_sidecar.config import Settings, load_settings
+from hyperdata_sidecar.core.cursor import FileCursor
+from hyperdata_sidecar.core.records import Record
+from hyperdata_sidecar.core.seal import SealManifest
+from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.metrics import SidecarMetrics
+
+
+@dataclass
+class Queued:
+    record: Record
+    callback: Callable[[Any, Any], None]
+
+
+class FakeBroker:
+    def __init__(self, partitions: dict[str, int], *, capacity: int = 1 << 30) -> None:
+        self.partitions = partitions
+        self.capacity = capacity  # records the producer queues before produce() raises BufferError
+        self.queue: deque[Queued] = deque()
+        self.log: dict[tuple[str, int], list[Record]] = defaultdict(list)
+        self.down_for = 0  # serve() calls that deliver nothing (a broker outage)
+        self.refuse_topic: dict[str, int] = {}  # topic -> serve() calls that fail its records (UNKNOWN_TOPIC)
+        self.max_value: int | None = None  # values longer than this fail with MSG_SIZE_TOO_LARGE
+        self.client_refusals = 0  # produce() calls that raise a client error before queueing
+
+    def produce(self, topic, value, key, partition, callback, _alias, _timestamp, headers) -> None:
+        if self.client_refusals:
+            self.client_refusals -= 1
+            raise ValueError("Local: Unknown partition")
+        if len(self.queue) >= self.capacity:
+            raise BufferError("Local: Queue full")
+        self.queue.append(Queued(Record(topic, partition, key, value, list(headers)), callback))
+
+    async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        self.serve()
+        if not predicate():
+            await asyncio.sleep(0)
+        return predicate()
+
+    def serve(self) -> None:
+        if self.down_for:
+            self.down_for -= 1
+            return
+        failing = {topic for topic, calls in self.refuse_topic.items() if calls > 0}
+        for topic in failing:
+            self.refuse_topic[topic] -= 1
+        while self.queue:
+            queued = self.queue.popleft()
+            record = queued.record
+            if record.topic in failing:
+                queued.callback(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART), None)
+            elif self.max_value is not None and len(record.value) > self.max_value:
+                queued.callback(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), None)
+            else:
+                self.log[(record.topic, record.partition)].append(record)
+                queued.callback(None, None)
+
+    def lost_queue(self) -> None:
+        """The process died: what librdkafka still held is gone."""
+        self.queue.clear()
+
+    def records(self, topic: str) -> list[Record]:
+        return [r for (t, _), records in sorted(self.log.items()) if t == topic for r in records]
+
+
+@dataclass
+class FakeHost:
+    """The tailer's host: keeps what the Faust shell would send to its agents."""
+
+    metrics: SidecarMetrics = field(default_factory=SidecarMetrics)
+    log: EventLog = field(default_factory=lambda: EventLog(logging.getLogger("tests.tailer")))
+    stopping: bool = False
+    checkpoints: dict[str, FileCursor] = field(default_factory=dict)
+    rotations: list[SealManifest] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+    lost: list[tuple[str, str]] = field(default_factory=list)
+    holds: dict[str, str] = field(default_factory=dict)
+    held_ever: list[str] = field(default_factory=list)
+    pauses: list[float] = field(default_factory=list)
+
+    async def checkpoint(self, cursor: FileCursor) -> None:
+        self.checkpoints[cursor.path] = cursor
+
+    async def rotate(self, manifest: SealManifest) -> None:
+        self.rotations.append(manifest)
+
+    async def forget(self, path: str) -> None:
+        self.forgotten.append(path)
+        self.checkpoints.pop(path, None)
+
+    def sealed(self, path: str) -> bool:
+        return any(m.path == path for m in self.rotations)
+
+    def file_lost(self, table: str, path: str, reason: str, published_to: int, size_seen: int) -> None:
+        self.lost.append((path, reason))
+
+    def hold(self, table: str, reason: str | None) -> None:
+        if reason is None:
+            self.holds.pop(table, None)
+        else:
+            self.holds[table] = reason
+            self.held_ever.append(reason)
+
+    async def pause(self, seconds: float) -> bool:
+        self.pauses.append(seconds)
+        await asyncio.sleep(0)
+        return not self.stopping
+
+
+def tailer_settings(watch, **env: str) -> Settings:
+    return load_settings(
+        {
+            "WATCH_DIR": str(watch),
+            "STATE_PATH": str(watch.parent / "state"),
+            "BACKUP_DIR": str(watch.parent / "backups"),
+            "NODE_ID": "unit",
+            "SEAL_GRACE_MS": "0",
+            "READ_BUDGET_BYTES": "2048",
+            **env,
+        }
+    )

@@ -1,0 +1,71 @@
+"""Delivery reports of a cycle: counted per (topic, partition), failures kept with their index, and
+what each kind of failure means."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError
+
+from hyperdata_sidecar.core.delivery import RECORD_ERRORS, Deliveries, Failure, Verdict, verdict
+from hyperdata_sidecar.core.records import Topics
+
+TOPICS = Topics("data", 3, "dlq", 2)
+
+
+def error(code: int, *, fatal: bool = False) -> KafkaError:
+    return KafkaError(code, fatal=fatal)
+
+
+def test_reports_are_counted_across_every_group_of_the_cycle():
+    deliveries = Deliveries()
+    acks = deliveries.cycle_acks(TOPICS, dlq_partition=1)
+    for partition in (0, 2, 2):
+        acks.data[partition](None, object())
+    acks.dlq(None, object())
+    assert (deliveries.reported(), deliveries.failures()) == (4, [])
+
+
+def test_a_failure_keeps_its_index_within_its_partition():
+    deliveries = Deliveries()
+    acks = deliveries.cycle_acks(TOPICS, dlq_partition=1)
+    too_large = error(KafkaError.MSG_SIZE_TOO_LARGE)
+    acks.data[2](None, object())
+    acks.data[0](None, object())
+    acks.data[2](too_large, object())
+    acks.dlq(None, object())
+    acks.dlq(too_large, object())
+    assert deliveries.failures() == [Failure("data", 2, 1, too_large), Failure("dlq", 1, 1, too_large)]
+    assert deliveries.reported() == 5
+
+
+def test_callbacks_for_the_same_group_share_one_count():
+    deliveries = Deliveries()
+    first, again = deliveries.callback("data", 0), deliveries.callback("data", 0)
+    first(None, None)
+    again(error(KafkaError.INVALID_RECORD), None)
+    assert [f.index for f in deliveries.failures()] == [1]
+
+
+@pytest.mark.parametrize("code", [KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG])
+def test_errors_about_the_record_itself_reject_it(code):
+    assert KafkaError(code).name() in RECORD_ERRORS
+    assert verdict(error(code)) is Verdict.REJECTED
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError.POLICY_VIOLATION,
+    ],
+)
+def test_errors_that_a_fixed_configuration_can_heal_hold_the_record(code):
+    assert verdict(error(code)) is Verdict.HOLD
+
+
+def test_a_fatal_error_is_fatal_whatever_its_code():
+    assert verdict(error(KafkaError.MSG_SIZE_TOO_LARGE, fatal=True)) is Verdict.FATAL
+    assert verdict(error(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True)) is Verdict.FATAL

@@ -1,0 +1,345 @@
+"""The tailer against a fake librdkafka (tests/unit/fake_broker.py) on a real temp directory:
+every complete line once, in file order per partition, checkpoints only behind delivery reports,
+through outages, refusals, back-pressure, rotations, truncations, deletions and restarts."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from hyperdata_sidecar.core.cursor import CursorStage
+from hyperdata_sidecar.core.tables import TABLE_BY_DIR
+from hyperdata_sidecar.tailer import MAX_IN_FLIGHT, TableTailer
+
+from fake_broker import FakeBroker, FakeHost, tailer_settings
+from test_core_lineinfo import EVENT_OF, envelope
+
+SPEC = TABLE_BY_DIR["node_raw_book_diffs_streaming"]
+TOPIC, DLQ = "hyperliquid.book-diffs", "hyperliquid.sidecar-dlq"
+PARTITIONS = {TOPIC: 6, DLQ: 3, "hyperliquid.order-statuses": 6, "hyperliquid.fills": 3, "hyperliquid.node-files": 3}
+COINS = ["BTC", "ETH", "SOL", "LIT", "xyz:TSLA"]
+
+
+def line(n: int, block: int | None = None) -> bytes:
+    return envelope([EVENT_OF[SPEC](COINS[n % len(COINS)])], block_number=block if block is not None else 1000 + n // 3, n=n)
+
+
+def hour_path(watch: Path, hour: int) -> Path:
+    return watch / SPEC.dir_name / "hourly" / "20260610" / str(hour)
+
+
+def append(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as f:
+        f.write(data)
+
+
+def new_tailer(watch: Path, host: FakeHost, broker: FakeBroker, **env: str) -> TableTailer:
+    stored = {p: c for p, c in host.checkpoints.items() if p.startswith(SPEC.dir_name)}
+    return TableTailer(SPEC, tailer_settings(watch, **env), host, broker, stored)
+
+
+async def run_ticks(tailer: TableTailer, times: int = 3) -> None:
+    for _ in range(times):
+        await tailer.tick()
+
+
+def published(broker: FakeBroker, source: str | None = None) -> list[tuple[str, int]]:
+    """(source, offset) of every data record, in the order the partitions hold them."""
+    out = []
+    for record in broker.records(TOPIC):
+        src = record.header("source").decode()
+        if source is None or src == source:
+            out.append((src, int(record.header("offset"))))
+    return out
+
+
+def in_file_order_per_partition(broker: FakeBroker, *, first_deliveries_only: bool = False) -> bool:
+    """Each partition holds its lines in file order (``first_deliveries_only``: ignoring repeats)."""
+    for (topic, _), records in broker.log.items():
+        if topic != TOPIC:
+            continue
+        positions = [(r.header("source"), int(r.header("offset"))) for r in records]
+        if first_deliveries_only:
+            positions = list(dict.fromkeys(positions))
+        if positions != sorted(positions):
+            return False
+    return True
+
+
+@pytest.fixture
+def watch(tmp_path: Path) -> Path:
+    path = tmp_path / "watch"
+    path.mkdir()
+    return path
+
+
+# --- the plain path ----------------------------------------------------------------------------
+
+
+async def test_two_hours_are_published_in_order_checkpointed_and_the_first_sealed(watch):
+    lines = [line(n) for n in range(40)]
+    append(hour_path(watch, 13), b"\n".join(lines[:25]) + b"\n")
+    append(hour_path(watch, 14), b"\n".join(lines[25:]) + b"\n")
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    await run_ticks(new_tailer(watch, host, broker))
+    assert sorted(r.value for r in broker.records(TOPIC)) == sorted(lines)
+    assert in_file_order_per_partition(broker)
+    [manifest] = host.rotations
+    assert (manifest.path, manifest.lines, manifest.size) == (
+        f"{SPEC.dir_name}/hourly/20260610/13", 25, hour_path(watch, 13).stat().st_size,
+    )
+    newest = host.checkpoints[f"{SPEC.dir_name}/hourly/20260610/14"]
+    assert (newest.stage, newest.byte_offset, newest.lines) == (CursorStage.TAILING, hour_path(watch, 14).stat().st_size, 15)
+
+
+async def test_line_ids_continue_across_the_rotation_when_a_block_spans_two_files(watch):
+    append(hour_path(watch, 13), line(0, block=7) + b"\n" + line(1, block=7) + b"\n")
+    append(hour_path(watch, 14), line(2, block=7) + b"\n" + line(3, block=8) + b"\n")
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    await run_ticks(new_tailer(watch, host, broker))
+    ids = sorted(r.header("line_id").decode() for r in broker.records(TOPIC))
+    assert ids == [f"{SPEC.dir_name}|7|0", f"{SPEC.dir_name}|7|1", f"{SPEC.dir_name}|7|2", f"{SPEC.dir_name}|8|0"]
+
+
+async def test_a_partial_line_waits_for_its_newline(watch):
+    path = hour_path(watch, 13)
+    whole = line(0) + b"\n" + line(1)
+    append(path, whole[:-10])
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    tailer = new_tailer(watch, host, broker)
+    await tailer.tick()
+    assert [r.value for r in broker.records(TOPIC)] == [line(0)]
+    append(path, whole[-10:] + b"\n")
+    await tailer.tick()
+    assert sorted(r.value for r in broker.records(TOPIC)) == sorted([line(0), line(1)])
+
+
+async def test_an_unterminated_last_line_goes_to_the_dlq_when_the_file_is_finalized(watch):
+    append(hour_path(watch, 13), line(0) + b"\n" + b'{"cut')
+    append(hour_path(watch, 14), line(1) + b"\n")
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    await run_ticks(new_tailer(watch, host, broker))
+    [dead] = broker.records(DLQ)
+    assert (dead.value, dead.header("reason")) == (b'{"cut', b"unterminated")
+    assert host.rotations[0].dlq_lines == 1 and host.rotations[0].size == hour_path(watch, 13).stat().st_size
+
+
+# --- delivery: nothing is checkpointed before it is reported -------------------------------------
+
+
+async def test_nothing_is_checkpointed_past_what_the_broker_reported(watch):
+    append(hour_path(watch, 13), b"".join(line(n) + b"\n" for n in range(60)))
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    broker.down_for = 10**9
+    tailer = new_tailer(watch, host, broker)
+    task = asyncio.ensure_future(tailer.tick())
+    for _ in range(200):
+        await asyncio.sleep(0)
+    assert not task.done()
+    assert host.checkpoints == {}
+    # The window is full and reading stopped: at most MAX_IN_FLIGHT + 1 reads are out.
+    reader = tailer.files[f"{SPEC.dir_name}/hourly/20260610/13"].reader
+    assert reader.position <= (MAX_IN_FLIGHT + 1) * tailer.settings.read_budget_bytes
+    broker.down_for = 0
+    await task
+    assert sorted(r.value for r in broker.records(TOPIC)) == sorted(line(n) for n in range(60))
+    assert in_file_order_per_partition(broker)
+    assert host.checkpoints[f"{SPEC.dir_name}/hourly/20260610/13"].lines == 60
+
+
+async def test_a_full_producer_queue_is_back_pressure_not_a_lost_line(watch):
+    append(hour_path(watch, 13), b"".join(line(n) + b"\n" for n in range(50)))
+    host, broker = FakeHost(), FakeBroker(PARTITIONS, capacity=3)
+    await run_ticks(new_tailer(watch, host, broker))
+    assert published(broker) and sorted(r.value for r in broker.records(TOPIC)) == sorted(line(n) for n in range(50))
+    assert in_file_order_per_partition(broker)
+
+
+async def test_a_record_the_client_refuses_holds_the_table_and_is_sent_again(watch):
+    append(hour_path(watch, 13), b"".join(line(n) + b"\n" for n in range(10)))
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    broker.client_refusals = 3
+    await run_ticks(new_tailer(watch, host, broker))
+    assert sorted(r.value for r in broker.records(TOPIC)) == sorted(line(n) for n in range(10))
+    assert host.held_ever and "Unknown partition" in host.held_ever[0]
+    assert host.holds == {}
+
+
+async def test_a_record_refused_for_good_becomes_a_rejected_reference_and_the_rest_stays_in_order(watch):
+    big = envelope([EVENT_OF[SPEC]("BTC")], block_number=1005, pad="x" * 3000)
+    lines = [line(n) for n in range(12)]
+    lines.insert(6, big)
+    append(hour_path(watch, 13), b"".join(x + b"\n" for x in lines))
+    append(hour_path(watch, 14), line(99) + b"\n")
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    broker.max_value = 2000
+    await run_ticks(new_tailer(watch, host, broker, READ_BUDGET_BYTES="8192"))
+    assert sorted(r.value for r in broker.records(TOPIC)) == sorted(lines[:6] + lines[7:] + [line(99)])
+    assert in_file_order_per_partition(broker)
+    [rejected] = broker.records(DLQ)
+    assert (rejected.header("reason"), rejected.header("error")) == (b"rejected", b"MSG_SIZE_TOO_LARGE")
+    offset = sum(len(x) + 1 for x in lines[:6])
+    assert orjson.loads(rejected.value)["offset"] == offset and orjson.loads(rejected.value)["length"] == len(big)
+    assert (host.rotations[0].lines, host.rotations[0].dlq_lines) == (12, 1)
+    assert host.metrics.dlq_counts()[SPEC.dir_name]["rejected"] == 1
+
+
+async def test_a_topic_that_cannot_be_written_holds_the_table_then_every_line_arrives_once(watch):
+    append(hour_path(watch, 13), b"".join(line(n) + b"\n" for n in range(30)))
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    broker.refuse_topic[TOPIC] = 3
+    await run_ticks(new_tailer(watch, host, broker))
+    values = [r.value for r in broker.records(TOPIC)]
+    assert sorted(values) == sorted(line(n) for n in range(30)) and len(values) == len(set(values))
+    assert in_file_order_per_partition(broker)
+    assert any("UNKNOWN_TOPIC_OR_PART" in reason for reason in host.held_ever)
+    assert host.holds == {} and host.pauses
+
+
+async def test_a_restart_resumes_from_the_checkpoint_and_repeats_at_most_the_window(watch):
+    append(hour_path(watch, 13), b"".join(line(n) + b"\n" for n in range(80)))
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    broker.down_for = 10**9
+    tailer = new_tailer(watch, host, broker)
+    task = asyncio.ensure_future(tailer.tick())
+    for _ in range(50):
+        await asyncio.sleep(0)
+    broker.down_for = 0
+    broker.serve()  # some reports come in; then the process dies with records still queued
+    task.cancel()
+    broker.lost_queue()
+    await run_ticks(new_tailer(watch, host, broker))
+    values = [r.value for r in broker.records(TOPIC)]
+    assert set(values) == {line(n) for n in range(80)}
+    assert in_file_order_per_partition(broker, first_deliveries_only=True)
+    per_line = tailer.settings.read_budget_bytes // len(line(0)) + 1
+    assert len(values) - 80 <= (MAX_IN_FLIGHT + 1) * per_line
+
+
+# --- the model ---------------------------------------------------------------------------------
+
+
+class TailerModel(RuleBasedStateMachine):
+    """Random appends (whole and partial lines), rotations, outages, refused topics, back-pressure,
+    truncations and crashes against the tailer, on a real directory. Whenever the broker is back and
+    no line is half-written, two ticks publish every complete line of every file: each once (more
+    only after a crash), first deliveries in file order in every partition."""
+
+    @initialize()
+    def setup(self) -> None:
+        import tempfile
+
+        self.loop = asyncio.new_event_loop()
+        self.root = Path(tempfile.mkdtemp(prefix="tailer-model-"))
+        self.watch = self.root / "watch"
+        self.watch.mkdir()
+        self.host, self.broker = FakeHost(), FakeBroker(PARTITIONS, capacity=40)
+        self.tailer = new_tailer(self.watch, self.host, self.broker)
+        self.hour = 13
+        self.counter = 0
+        self.pending = b""  # the start of line(counter), already in the current file
+        self.content: dict[str, list[bytes]] = {}  # complete lines each file holds now
+        self.ever: dict[str, set[bytes]] = {}  # every complete line each file ever held
+        self.crashed = False
+        self.truncated: set[str] = set()
+
+    def teardown(self) -> None:
+        import shutil
+
+        if hasattr(self, "loop"):
+            self.loop.close()
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    @property
+    def current(self) -> Path:
+        return hour_path(self.watch, self.hour)
+
+    def rel(self, path: Path) -> str:
+        return str(path.relative_to(self.watch))
+
+    @rule(count=st.integers(1, 12))
+    def append_lines(self, count: int) -> None:
+        new = [line(self.counter + i) for i in range(count)]  # new[0] completes a pending partial line
+        self.counter += count
+        append(self.current, b"".join(x + b"\n" for x in new)[len(self.pending) :])
+        self.pending = b""
+        self.content.setdefault(self.rel(self.current), []).extend(new)
+        self.ever.setdefault(self.rel(self.current), set()).update(new)
+
+    @precondition(lambda self: not self.pending)
+    @rule(cut=st.integers(1, 30))
+    def append_partial(self, cut: int) -> None:
+        self.pending = line(self.counter)[:cut]
+        append(self.current, self.pending)
+
+    @precondition(lambda self: not self.pending)
+    @rule()
+    def rotate(self) -> None:
+        self.hour += 1
+        append(self.current, b"")
+
+    @rule(polls=st.integers(1, 30))
+    def outage(self, polls: int) -> None:
+        self.broker.down_for = polls
+
+    @rule(polls=st.integers(1, 3))
+    def topic_refused(self, polls: int) -> None:
+        self.broker.refuse_topic[TOPIC] = polls
+
+    @rule()
+    def tick(self) -> None:
+        self.loop.run_until_complete(self.tailer.tick())
+
+    @rule(steps=st.integers(1, 40))
+    def crash(self, steps: int) -> None:
+        task = self.loop.create_task(self.tailer.tick())
+        for _ in range(steps):
+            if task.done():
+                break
+            self.loop.run_until_complete(asyncio.sleep(0))
+        task.cancel()
+        self.loop.run_until_complete(asyncio.gather(task, return_exceptions=True))
+        self.broker.lost_queue()
+        self.host.holds.clear()
+        self.tailer = new_tailer(self.watch, self.host, self.broker)
+        self.crashed = True
+
+    @precondition(lambda self: not self.pending and self.current.exists() and self.current.stat().st_size > 0)
+    @rule()
+    def truncate_current(self) -> None:
+        self.current.write_bytes(b"")
+        self.content[self.rel(self.current)] = []
+        self.truncated.add(self.rel(self.current))
+
+    @invariant()
+    def only_lines_of_the_files_are_published(self) -> None:
+        for record in self.broker.records(TOPIC):
+            assert record.value in self.ever[record.header("source").decode()]
+
+    @invariant()
+    def a_quiet_broker_gets_every_complete_line(self) -> None:
+        if not hasattr(self, "loop") or self.broker.down_for or any(self.broker.refuse_topic.values()) or self.pending:
+            return
+        self.loop.run_until_complete(self.tailer.tick())
+        self.loop.run_until_complete(self.tailer.tick())
+        for rel, lines in self.content.items():
+            got = [r.value for r in self.broker.records(TOPIC) if r.header("source").decode() == rel]
+            assert set(lines) <= set(got)
+            if rel not in self.truncated and not self.crashed:
+                assert len(got) == len(lines)
+        if not self.truncated:  # a truncated file is published again from offset 0
+            assert in_file_order_per_partition(self.broker, first_deliveries_only=self.crashed)
+        assert self.host.holds == {}
+
+
+TailerModel.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+test_tailer_model = TailerModel.TestCase
