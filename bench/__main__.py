@@ -66,7 +66,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-doc", action="store_true", help="do not append to the doc")
     parser.add_argument("--keep-work", action="store_true", help="keep the corpora and worker logs under the out dir")
     parser.add_argument("--profile", type=Path, help="run the catch-up worker under cProfile, writing this file")
+    parser.add_argument(
+        "--set",
+        dest="worker_settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a sidecar setting for every worker the run starts (repeatable), e.g. --set PRODUCER_LINGER_MS=20",
+    )
     args = parser.parse_args(argv)
+    try:
+        args.worker_settings = dict(item.split("=", 1) for item in args.worker_settings)
+    except ValueError:
+        parser.error("--set takes NAME=VALUE")
     args.scenarios = [name.strip() for name in args.scenarios.split(",") if name.strip()]
     unknown = [name for name in args.scenarios if name not in SCENARIOS]
     if unknown:
@@ -143,6 +155,7 @@ def _effective(args: argparse.Namespace) -> list[str]:
         str(args.stage_lines),
         "--seed",
         str(args.seed),
+        *(f"--set={name}={value}" for name, value in args.worker_settings.items()),
     ]
 
 

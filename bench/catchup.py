@@ -28,7 +28,9 @@ SLOWEST_CREDIBLE_LINES_PER_S = 5_000  # below this the run is broken, not slow: 
 def run(ctx: RunContext) -> ScenarioResult:
     result = ScenarioResult("catch-up")
     options = ctx.options
-    worker = SidecarWorker(ctx.scenario_dir("catchup"), ctx.broker.bootstrap, ctx.topic_prefix("catchup"))
+    worker = SidecarWorker(
+        ctx.scenario_dir("catchup"), ctx.broker.bootstrap, ctx.topic_prefix("catchup"), **ctx.options.worker_settings
+    )
     print(
         f"  writing a {options.backlog_mb:,.0f} MB backlog ({options.backlog_hours} hour(s) per table) ...", flush=True
     )

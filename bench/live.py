@@ -34,7 +34,7 @@ def run(ctx: RunContext) -> ScenarioResult:
     lines = {table: int(rate * options.live_s) for table, rate in PRODUCTION_LINES_PER_S.items()}
     print(f"  writing {options.live_s:.0f}s of production lines ({sum(lines.values()):,}) for the tap ...", flush=True)
     corpus = generate_corpus(root / "corpus", hours=1, lines_per_hour=lines, seed=options.seed + 1, start=START)
-    worker = SidecarWorker(root, ctx.broker.bootstrap, ctx.topic_prefix("live"))
+    worker = SidecarWorker(root, ctx.broker.bootstrap, ctx.topic_prefix("live"), **ctx.options.worker_settings)
     worker.start()
     try:
         worker.wait_for_event("startup", timeout_s=180)

@@ -49,7 +49,7 @@ def run(ctx: RunContext) -> ScenarioResult:
     result = ScenarioResult("seal")
     options = ctx.options
     root = ctx.scenario_dir("seal")
-    worker = SidecarWorker(root, ctx.broker.bootstrap, ctx.topic_prefix("seal"))
+    worker = SidecarWorker(root, ctx.broker.bootstrap, ctx.topic_prefix("seal"), **ctx.options.worker_settings)
     print(f"  writing a {options.seal_small_mb:g} MB and a {options.seal_large_mb:,.0f} MB hour file ...", flush=True)
     cases = [
         _write_case("small", worker.watch, FILLS, options.seal_small_mb, options.seed),

@@ -32,8 +32,8 @@ from hyperdata_sidecar.logs import EventLog, RepeatFilter
 from hyperdata_sidecar.topics import load_contract, producer_max_request_size
 
 LIBRDKAFKA_LOGGER = "hyperdata_sidecar.librdkafka"
-POLL_BUSY_S = 0.005  # how often delivery reports are served while records are outstanding
-POLL_IDLE_S = 0.1  # ... and otherwise (error and statistics callbacks)
+POLL_BUSY_S = 0.005  # how often delivery reports are served while they keep coming
+POLL_IDLE_S = 0.1  # ... slowing down to this when none came (idle, or the broker is away)
 STATS_INTERVAL_MS = 1000  # broker states for readiness
 METADATA_TIMEOUT_S = 10.0
 BATCH_FRAMING_BYTES = 512  # a record batch's own bytes on top of its records, with margin
@@ -167,17 +167,19 @@ class DataPlane:
     # ------------------------------------------------------------------ serving reports
 
     async def serve(self) -> None:
-        """Serve delivery reports and client events until :meth:`close`; wake the waiters."""
+        """Serve delivery reports and client events until :meth:`close`; wake the waiters.
+
+        Polls every POLL_BUSY_S while reports come in, and backs off to POLL_IDLE_S while none do
+        (so a broker outage costs a few wake-ups a second, not hundreds).
+        """
+        interval = POLL_BUSY_S
         while not self._closed.is_set():
-            producer = self._producer
-            if producer is not None:
-                producer.poll(0)
+            if self._producer is not None and self._producer.poll(0):
                 self._wake()
-            busy = producer is not None and len(producer) > 0
-            try:
-                await asyncio.wait_for(self._closed.wait(), POLL_BUSY_S if busy else POLL_IDLE_S)
-            except asyncio.TimeoutError:
-                pass
+                interval = POLL_BUSY_S
+            else:
+                interval = min(interval * 2, POLL_IDLE_S)
+            await asyncio.sleep(interval)
 
     async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
         """Wait until ``predicate()`` holds (checked after every poll); False on timeout or close."""

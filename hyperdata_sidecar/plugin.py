@@ -26,6 +26,7 @@ from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from
 from hyperdata_sidecar.core.seal import SealManifest, iso_utc
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
+from hyperdata_sidecar import metadata_backoff
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.tailer import Abandoned, TableTailer
@@ -282,14 +283,17 @@ class SidecarRuntime(Service):
 def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
     """Install the sidecar on ``app`` and return it.
 
-    Called once per app, before the worker starts. Registers: the internal progress and rotation
-    topics, the ``sidecar-offsets``/``sidecar-seals``/``sidecar-backups`` RocksDB tables, one polling
+    Called once per app, before the worker starts. Also installs, once per process, a pause after a
+    failed aiokafka metadata refresh (:mod:`hyperdata_sidecar.metadata_backoff`). Registers: the
+    internal progress and rotation topics, the ``sidecar-offsets``/``sidecar-seals``/``sidecar-backups`` RocksDB tables, one polling
     loop per node table, the ``progress``/``seal``/``backup`` agents, the runtime service and the web
     pages. ``settings`` defaults to :func:`load_settings` (``faust.ini`` + environment).
     Raises ``RuntimeError`` if the app already has a sidecar, :class:`ConfigError` on bad settings.
     """
     from hyperdata_sidecar.agents import install_agents
     from hyperdata_sidecar.web import install_pages
+
+    metadata_backoff.install()
 
     if getattr(app, INSTALLED_ATTR, None) is not None:
         raise RuntimeError(f"hyperdata-sidecar is already installed on app {app.conf.id!r}")

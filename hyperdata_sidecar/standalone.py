@@ -36,7 +36,7 @@ class SidecarApp(faust.App):
             print(f"hyperdata-sidecar: configuration error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
         gc.set_threshold(*GC_THRESHOLDS)
-        repeats = RepeatFilter()
+        repeats = RepeatFilter(every_s=60.0)
         for handler in logging.getLogger().handlers:
             handler.addFilter(repeats)
         # Faust's own producer and consumer give up when the broker is absent at start; the

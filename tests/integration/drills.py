@@ -150,25 +150,34 @@ async def sigkill_mid_tail(
 
 
 async def broker_down(
-    ctx: DrillContext, *, outage_s: float = 90.0, hours: int = 2, lines_per_hour: int = 40_000,
+    ctx: DrillContext, *, outage_s: float = 90.0, during: str = "live", hours: int = 2, lines_per_hour: int = 40_000,
     budget: int = 256 * 1024, seed: int = 5,
 ) -> DrillResult:
-    """Stop the broker for ``outage_s`` (longer than the producer's 30 s request timeout) while the node writes."""
+    """Stop the broker for ``outage_s`` while the sidecar publishes: ``during="live"`` while the node
+    writes, ``"catch-up"`` in the middle of a backlog. The data plane waits (message.timeout.ms=0)
+    and nothing is re-sent: 0 lost, 0 duplicates, every partition in file order, same process."""
     if ctx.broker is None:
         raise DrillError("broker_down needs a broker it may stop")
-    result = DrillResult(2, f"broker down {outage_s:.0f}s, node writing")
-    summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour)
+    live = during == "live"
+    result = DrillResult(2, f"broker down {outage_s:.0f}s, {'node writing' if live else 'during catch-up'}", variant="" if live else "b")
+    summary = corpus(ctx.root / "corpus" if during == "live" else ctx.root / "backlog", hours=hours, lines_per_hour=lines_per_hour)
     sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget))
+    if during != "live":
+        shutil.copytree(summary.root, sidecar.watch, dirs_exist_ok=True)
     worker = sidecar.start()
     writing = None
     try:
         await wait_for(worker, lambda: sidecar.events("startup"), "startup")
-        writing = tap(summary, sidecar.watch, outage_s + 30.0, seed)
-        await asyncio.sleep(5.0)
+        if during == "live":
+            writing = tap(summary, sidecar.watch, outage_s + 30.0, seed)
+            await asyncio.sleep(5.0)
+        else:
+            published = lambda: sum(metric_value(worker, "hyperdata_sidecar_lines_published_total", table=t) for t in (BOOK, ORDERS))  # noqa: E731
+            await wait_for(worker, lambda: published() > summary.lines / 10, "a tenth of the backlog to be published")
         process = pid(worker)
-        rss_before, cpu_before, log_before = rss_kib(process), cpu_s(process), log_lines(sidecar)
         await asyncio.to_thread(ctx.broker.stop)
         down_at = time.monotonic()
+        rss_before, cpu_before, log_before = rss_kib(process), cpu_s(process), log_lines(sidecar)
         rss_max, rss_half, not_ready_after = rss_before, None, None
         while time.monotonic() - down_at < outage_s:
             await asyncio.sleep(1.0)
@@ -183,25 +192,66 @@ async def broker_down(
         result.check("the worker stays up while the broker is down", alive, worker.log_tail())
         if alive:
             spent, lines = cpu_s(process) - cpu_before, log_lines(sidecar) - log_before
-            result.note(f"during the outage: CPU {100 * spent / outage_s:.0f}% of a core, {lines / outage_s:.0f} worker log lines/s")
-        result.check("it reports not ready during the outage", not_ready_after is not None)
-        if not_ready_after is not None:
-            result.note(f"/readyz turned 503 {not_ready_after:.0f}s into the outage")
+            share = spent / outage_s
+            result.note(f"during the outage: CPU {100 * share:.1f}% of a core, {lines} worker log lines")
+            result.check("CPU during the outage <= 5% of a core", share <= 0.05, f"{100 * share:.1f}%")
+            per_minute = lines * 60 / outage_s
+            result.check("a few log lines a minute during the outage (<= 10/min)", per_minute <= 10, f"{per_minute:.0f}/min")
+        result.check("/readyz turns 503 within 10 s of the outage", not_ready_after is not None and not_ready_after <= 10.0,
+                     f"after {not_ready_after}")
         result.note(f"RSS {rss_before / 1024:.0f} MiB before, {(rss_half or 0) / 1024:.0f} MiB half-way, at most {rss_max / 1024:.0f} MiB")
         late = rss_max - (rss_half or rss_before)
         result.check("memory plateaus (RSS grows < 16 MiB in the outage's second half)", late < 16 * 1024, f"grew {late} KiB")
         await asyncio.to_thread(ctx.broker.start)
         back_at, written = time.monotonic(), marks(sidecar.watch)
+        ready = await wait_for(worker, lambda: is_ready(worker), "readiness after the broker returned")
+        result.check("/readyz is 200 again within 10 s of the broker's return", ready <= 10.0, f"after {ready:.1f}s")
         await wait_for(worker, lambda: reached(worker, written), "what was written during the outage")
         result.recovery_s = time.monotonic() - back_at
-        await writing
-        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up with the whole replay")
-        bound = unpersisted_lines(budget)
-        result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound), allowed_duplicates=bound)
+        if writing is not None:
+            await writing
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up with everything written")
+        result.check("the worker never restarted (one startup)", len(sidecar.events("startup")) == 1 and pid(worker) == process)
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=0), allowed_duplicates=0)
         await stop(worker, result)
     finally:
         if writing is not None:
             writing.cancel()
+        await ensure_broker(ctx)
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+async def sigkill_during_outage(
+    ctx: DrillContext, *, outage_s: float = 15.0, hours: int = 2, lines_per_hour: int = 40_000, budget: int = 256 * 1024
+) -> DrillResult:
+    """SIGKILL the worker while the broker is down (records are queued in librdkafka, unpersisted);
+    then the broker and a new worker come back. At most the unpersisted window is published again,
+    and the first copies stay in file order in every partition."""
+    if ctx.broker is None:
+        raise DrillError("sigkill_during_outage needs a broker it may stop")
+    result = DrillResult(2, f"SIGKILL during a {outage_s:.0f}s broker outage", variant="c")
+    summary = corpus(ctx.root / "backlog", hours=hours, lines_per_hour=lines_per_hour)
+    sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget))
+    shutil.copytree(summary.root, sidecar.watch, dirs_exist_ok=True)
+    worker = sidecar.start()
+    try:
+        await wait_for(worker, lambda: sidecar.events("startup"), "startup")
+        published = lambda: sum(metric_value(worker, "hyperdata_sidecar_lines_published_total", table=t) for t in (BOOK, ORDERS))  # noqa: E731
+        await wait_for(worker, lambda: published() > summary.lines / 10, "a tenth of the backlog to be published")
+        await asyncio.to_thread(ctx.broker.stop)
+        await asyncio.sleep(outage_s)
+        kill(worker)
+        await asyncio.to_thread(ctx.broker.start)
+        back_at = time.monotonic()
+        worker = sidecar.start()
+        await wait_for(worker, lambda: len(sidecar.events("startup")) >= 2, "the restarted worker's startup")
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up with the whole backlog")
+        result.recovery_s = time.monotonic() - back_at
+        bound = unpersisted_lines(budget)
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound), allowed_duplicates=bound)
+        await stop(worker, result)
+    finally:
         await ensure_broker(ctx)
         await asyncio.to_thread(worker.stop)
     return result
@@ -683,6 +733,8 @@ class Drill:
 DRILLS: tuple[Drill, ...] = (
     Drill(1, sigkill_mid_tail, dict(kills=5, hours=3, lines_per_hour=60_000, replay_s=300.0, max_gap_s=20.0)),
     Drill(2, broker_down, dict(outage_s=90.0), stops_broker=True),
+    Drill(2, broker_down, dict(outage_s=90.0, during="catch-up", lines_per_hour=150_000), stops_broker=True),
+    Drill(2, sigkill_during_outage, dict(outage_s=30.0, lines_per_hour=150_000), stops_broker=True),
     Drill(3, broker_absent_at_start, dict(absent_s=30.0), stops_broker=True),
     Drill(4, local_state_lost, dict(hours=3, lines_per_hour=100_000)),
     Drill(5, changelog_lost, dict(hours=2, lines_per_hour=20_000)),
