@@ -109,11 +109,17 @@ def reconcile(
         table.finalized += expected.finalized
         table.lines += len(expected.lines)
         table.dlq_lines += len(expected.dlq)
+        rejected = 0
         for line in expected.lines:
-            _check_line(report, observed, expected, line, data.pop((expected.relpath, line.offset), []))
+            copies = data.pop((expected.relpath, line.offset), [])
+            if not copies and _rejected(dlq, expected.relpath, line.offset):
+                report.add("rejected", expected.table, expected.relpath, line.offset, "refused by the broker; a reference is on the DLQ")
+                rejected += 1
+                continue
+            _check_line(report, observed, expected, line, copies)
         for entry in expected.dlq:
             _check_dlq(report, expected, entry, dlq.pop((expected.relpath, entry.offset), []))
-        _check_seals(report, expected, seals.pop(expected.relpath, []))
+        _check_seals(report, expected, seals.pop(expected.relpath, []), rejected)
         if backups is not None and expected.finalized:
             _check_backup(report, expected, backups.get(expected.relpath))
     _report_leftovers(report, observed, data, dlq, seals, known, tolerate_foreign=node is not None)
@@ -121,6 +127,21 @@ def reconcile(
 
 
 # ---- data lines ---------------------------------------------------------------
+
+
+def _rejected(dlq: dict[tuple[str | None, int | None], list[DlqRecord]], source: str, offset: int) -> bool:
+    """True (and the DLQ record taken) when the line at ``source``/``offset`` is on the DLQ as a
+    ``rejected`` reference: the broker refused it for good, so it is not on its data topic."""
+    records = dlq.get((source, offset), [])
+    refs = [r for r in records if r.reason == "rejected" and r.ref is not None and r.ref.get("offset") == offset]
+    if not refs:
+        return False
+    rest = [r for r in records if r not in refs]
+    if rest:
+        dlq[(source, offset)] = rest
+    else:
+        del dlq[(source, offset)]
+    return True
 
 
 def _check_line(
@@ -271,8 +292,9 @@ def _index_seals(
 
 
 def _check_seals(
-    report: VerifyReport, expected: ExpectedFile, seals: list[tuple[SealRecord, dict[str, Any] | None]]
+    report: VerifyReport, expected: ExpectedFile, seals: list[tuple[SealRecord, dict[str, Any] | None]], rejected: int
 ) -> None:
+    """``rejected``: good lines of the file that the broker refused (counted as DLQ lines in its seal)."""
     where = (expected.table, expected.relpath, None)
     if not expected.finalized:
         for record, _ in seals:
@@ -287,14 +309,14 @@ def _check_seals(
         return
     if len(seals) > 1:
         report.add("seal_duplicate", *where, f"{len(seals)} seals", count=len(seals) - 1)
-    problems = [p for _, value in seals for p in _seal_differences(expected, value)]
+    problems = [p for _, value in seals for p in _seal_differences(expected, value, rejected)]
     if problems:
         report.add("seal_wrong", *where, "; ".join(dict.fromkeys(problems)))
     elif len(seals) == 1:
         report.table(expected.table).seals_ok += 1
 
 
-def _seal_differences(expected: ExpectedFile, value: dict[str, Any] | None) -> list[str]:
+def _seal_differences(expected: ExpectedFile, value: dict[str, Any] | None, rejected: int) -> list[str]:
     if value is None:
         return ["value is not a JSON object"]
     want = {
@@ -305,8 +327,8 @@ def _seal_differences(expected: ExpectedFile, value: dict[str, Any] | None) -> l
         "block_range": expected.block_range,
         "size": expected.size,
         "sha256": expected.sha256,
-        "lines": len(expected.lines),
-        "dlq_lines": len(expected.dlq),
+        "lines": len(expected.lines) - rejected,
+        "dlq_lines": len(expected.dlq) + rejected,
     }
     out = [
         f"{name} {value.get(name)!r}, expected {wanted!r}"

@@ -31,6 +31,7 @@ TOLERATED_KINDS: dict[str, str] = {
     "duplicate": "a data line published more than once (fails above --allowed-duplicates)",
     "dlq_duplicate": "a bad line sent to the DLQ more than once (counts as a duplicate)",
     "foreign": "a message for a file outside this tree (other sidecars; only with --node)",
+    "rejected": "a good line the broker refused for good, on the DLQ as a reference (reason rejected)",
 }
 
 _EXAMPLES_PER_KIND = 20

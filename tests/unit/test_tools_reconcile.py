@@ -146,6 +146,35 @@ def test_a_missing_message_is_lost_with_its_source_and_offset(files):
     assert (problem.kind, problem.source, problem.offset) == ("lost", FIRST, gone.line_offset)
 
 
+def test_a_line_the_broker_rejected_is_accounted_for_by_its_dlq_reference(files):
+    observed = published(files)
+    gone = data_at(observed, FIRST, 1)
+    observed.data.remove(gone)
+    ref = {"source": FIRST, "offset": gone.line_offset, "length": 300, "sha256": "ab" * 32}
+    observed.dlq.append(DlqRecord(0, 99, BOOK_DIFFS.encode(), FIRST, gone.line_offset, "rejected", value_digest(b"x"), ref))
+    first = next(f for f in files if f.relpath == FIRST)
+    [seal] = [s for s in observed.seals if orjson.loads(s.value)["path"] == FIRST]
+    counted = seal_value(first, lines=len(first.lines) - 1, dlq_lines=len(first.dlq) + 1)  # as the sidecar counts it
+    observed.seals[observed.seals.index(seal)] = dataclasses.replace(seal, value=counted)
+
+    report = reconcile(files, observed)
+
+    assert report.ok, report.summary()
+    assert (report.count("rejected"), report.count("lost")) == (1, 0)
+
+
+def test_a_rejected_reference_for_another_offset_does_not_account_for_a_lost_line(files):
+    observed = published(files)
+    gone = data_at(observed, FIRST, 1)
+    observed.data.remove(gone)
+    ref = {"source": FIRST, "offset": gone.line_offset + 1, "length": 300, "sha256": "ab" * 32}
+    observed.dlq.append(DlqRecord(0, 99, BOOK_DIFFS.encode(), FIRST, gone.line_offset, "rejected", value_digest(b"x"), ref))
+
+    report = reconcile(files, observed)
+
+    assert report.count("lost") == 1 and not report.ok
+
+
 def test_duplicates_are_counted_and_fail_only_beyond_the_allowance(files):
     observed = published(files)
     again = data_at(observed, FIRST, 0)
