@@ -68,6 +68,7 @@ class Sidecar:
         self.broker_connected = False
         self.started_at = time.time()
         self.holds: dict[str, str] = {}  # table -> why it cannot publish now
+        self.broker_wait: str | None = None  # while the worker waits for the broker at start: why
         self.lost: deque[dict[str, Any]] = deque(maxlen=LOST_FILES_SHOWN)
         self._sync_lock = asyncio.Lock()
         self._barriers: dict[str, asyncio.Future] = {}
@@ -144,12 +145,17 @@ class Sidecar:
             client = AIOKafkaClient(bootstrap_servers=self.settings.kafka_bootstrap, **self.settings.security.client_kwargs())
             try:
                 await client.bootstrap()
+                self.broker_wait = None
                 return
             except (KafkaError, OSError, asyncio.TimeoutError) as exc:
                 self.broker_state(False)
+                error = self.connect_error(exc)
+                self.broker_wait = (
+                    f"waiting for Kafka at {self.settings.kafka_bootstrap}: {error} (attempt {attempt}, next in {delay:g}s)"
+                )
                 self.log.warning(
                     "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, attempt=attempt,
-                    error=self.connect_error(exc), retry_in_s=delay,
+                    error=error, retry_in_s=delay,
                 )
             finally:
                 await client.close()

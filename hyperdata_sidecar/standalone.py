@@ -40,7 +40,10 @@ class SidecarApp(faust.App):
         for handler in logging.getLogger().handlers:
             handler.addFilter(repeats)
         # Faust's own producer and consumer give up when the broker is absent at start; the
-        # sidecar may start before the broker, so it waits here, saying so once per try.
+        # sidecar may start before the broker, so it waits here, saying so once per try. The web
+        # server starts first, so /healthz answers and /readyz and the status page say why not yet.
+        if self.conf.web_enabled:
+            await self.web.maybe_start()
         await self.sidecar.wait_for_broker()
         await super().on_first_start()
 

@@ -43,7 +43,9 @@ def not_ready_reasons(sidecar: Sidecar) -> list[str]:
     reasons = []
     if not sidecar.synced:
         reasons.append("tables not recovered yet")
-    if not sidecar.broker_connected:
+    if sidecar.broker_wait is not None:
+        reasons.append(sidecar.broker_wait)
+    elif not sidecar.broker_connected:
         reasons.append(f"broker unreachable ({sidecar.settings.kafka_bootstrap})")
     reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(sidecar.holds.items())]
     watch = sidecar.settings.watch_dir

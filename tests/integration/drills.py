@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import os
 import random
 import shutil
@@ -280,6 +281,15 @@ async def broker_absent_at_start(ctx: DrillContext, *, absent_s: float = 8.0, ho
         delays = [event.get("retry_in_s") for event in retries]
         result.check("each retry is logged with its backoff (broker_connect_failed, growing retry_in_s)",
                      len(delays) >= 2 and delays == sorted(delays) and delays[0] < delays[-1], f"retry delays logged: {delays}")
+        if alive:
+            health, ready = worker.get("/healthz")[0], worker.get("/readyz")
+            reasons = json.loads(ready[2]).get("reasons", []) if ready[0] == 503 else []
+            result.check("while it waits, /healthz is 200 and /readyz 503 naming the broker it waits for",
+                         health == 200 and any(r.startswith(f"waiting for Kafka at {ctx.bootstrap}") for r in reasons),
+                         f"/healthz {health}, /readyz {ready[0]} {reasons}")
+            page = worker.get("/")
+            result.check("the status page says what it waits for", page[0] == 200 and b"waiting for Kafka at" in page[2],
+                         f"status {page[0]}")
         await asyncio.to_thread(ctx.broker.start)
         back_at = time.monotonic()
         if not alive:

@@ -343,3 +343,39 @@ TailerModel.TestCase.settings = settings(
     max_examples=40, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 test_tailer_model = TailerModel.TestCase
+
+
+# --- what the operator sees ---------------------------------------------------------------------
+
+
+async def test_tail_lag_is_warned_about_while_the_backlog_is_read_not_only_once_caught_up(watch, caplog):
+    append(hour_path(watch, 13), b"".join(line(n) + b"\n" for n in range(200)))
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    tailer = new_tailer(watch, host, broker, LAG_WARN_BYTES="1000")
+    caplog.set_level("WARNING", logger="tests.tailer")
+    await tailer.tick()
+    warnings = [r for r in caplog.records if r.getMessage() == "tail_lag"]
+    assert warnings and warnings[0].fields["lag_bytes"] > 1000
+
+
+async def test_a_finalized_file_deleted_before_its_seal_is_reported_lost(watch):
+    append(hour_path(watch, 13), line(0) + b"\n")
+    append(hour_path(watch, 14), line(1) + b"\n")
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    tailer = new_tailer(watch, host, broker)
+    await tailer.tick()
+    host.rotations.clear()  # the seal agent has not recorded the seal yet
+    hour_path(watch, 13).unlink()
+    await tailer.tick()
+    assert host.lost == [(f"{SPEC.dir_name}/hourly/20260610/13", "deleted before its seal")]
+
+
+async def test_a_sealed_file_deleted_by_the_pruner_is_not_lost(watch):
+    append(hour_path(watch, 13), line(0) + b"\n")
+    append(hour_path(watch, 14), line(1) + b"\n")
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    tailer = new_tailer(watch, host, broker)
+    await tailer.tick()
+    hour_path(watch, 13).unlink()
+    await tailer.tick()
+    assert host.lost == [] and f"{SPEC.dir_name}/hourly/20260610/13" in host.forgotten

@@ -104,6 +104,22 @@ async def test_readiness_names_a_missing_watch_dir(served) -> None:
     assert (await response.json())["reasons"] == [f"WATCH_DIR {sidecar.settings.watch_dir} is not a readable directory"]
 
 
+async def test_readiness_names_the_broker_it_waits_for_and_a_table_that_cannot_publish(served) -> None:
+    sidecar, client = served
+    sidecar.broker_wait = "waiting for Kafka at 127.0.0.1:9: ConnectionError (attempt 3, next in 2s)"
+    waiting = await (await client.get("/readyz")).json()
+    run_as_started(sidecar, {})
+    sidecar.broker_wait = None
+    sidecar.hold(FILLS, "hyperliquid.fills: UNKNOWN_TOPIC_OR_PART (Broker: Unknown topic or partition)")
+    holding = await client.get("/readyz")
+
+    assert "waiting for Kafka at 127.0.0.1:9: ConnectionError (attempt 3, next in 2s)" in waiting["reasons"]
+    assert holding.status == 503
+    assert (await holding.json())["reasons"] == [
+        f"{FILLS}: cannot publish, keeping its position: hyperliquid.fills: UNKNOWN_TOPIC_OR_PART (Broker: Unknown topic or partition)"
+    ]
+
+
 # ---------------------------------------------------------------------- metrics
 
 
