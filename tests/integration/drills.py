@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import math
 import os
 import random
 import shutil
@@ -196,8 +197,9 @@ async def broker_down(
             share = spent / outage_s
             result.note(f"during the outage: CPU {100 * share:.1f}% of a core, {lines} worker log lines")
             result.check("CPU during the outage <= 5% of a core", share <= 0.05, f"{100 * share:.1f}%")
-            per_minute = lines * 60 / outage_s
-            result.check("a few log lines a minute during the outage (<= 10/min)", per_minute <= 10, f"{per_minute:.0f}/min")
+            # Each kind of line passes once as the outage begins, then once a minute: at most 10 a started minute.
+            bound = 10 * math.ceil(outage_s / 60)
+            result.check(f"a few log lines a minute during the outage (<= {bound} in {outage_s:.0f}s)", lines <= bound, f"{lines} lines")
         result.check("/readyz turns 503 within 10 s of the outage", not_ready_after is not None and not_ready_after <= 10.0,
                      f"after {not_ready_after}")
         result.note(f"RSS {rss_before / 1024:.0f} MiB before, {(rss_half or 0) / 1024:.0f} MiB half-way, at most {rss_max / 1024:.0f} MiB")

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import datetime
 import os
+import subprocess
+import sys
+import time
 
 from bench.context import ScenarioResult
 from bench.latency import LatencyHistogram, LatencyRecorder, LocalTimeParser
-from bench.procstat import CpuWindow, cpu_seconds, memory_kib
+from bench.procstat import CpuWindow, memory_kib
 from bench.report import markdown
 
 LINE = b'{"local_time":"2026-06-10T13:10:56.723695057","block_time":"2026-06-10T12:56:15.035481067","events":[]}'
@@ -56,13 +59,21 @@ def test_recorder_counts_lines_it_cannot_read_apart_from_the_latencies() -> None
     assert recorder.total.n == 0
 
 
-def test_cpu_window_measures_this_process() -> None:
-    window = CpuWindow({"me": os.getpid()}).start()
-    deadline = cpu_seconds(os.getpid()) + 0.05
-    while cpu_seconds(os.getpid()) < deadline:
-        pass
-    window.stop()
-    assert window.cpu_s("me") >= 0.05
+def test_cpu_window_agrees_with_the_kernels_own_accounting_of_a_busy_and_an_idle_process() -> None:
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        window = CpuWindow({"me": os.getpid(), "idle": idle.pid}).start()
+        began = time.process_time()  # independent of /proc/<pid>/stat, which the window reads
+        while time.process_time() - began < 0.2:
+            pass
+        burned = time.process_time() - began
+        window.stop()
+    finally:
+        idle.kill()
+        idle.wait()
+    tick = 1.0 / os.sysconf("SC_CLK_TCK")
+    assert abs(window.cpu_s("me") - burned) <= 3 * tick
+    assert window.cpu_s("idle") <= 3 * tick
     assert memory_kib(os.getpid())["VmHWM"] >= memory_kib(os.getpid())["VmRSS"] > 0
 
 
