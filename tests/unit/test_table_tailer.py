@@ -228,7 +228,7 @@ async def test_a_restart_resumes_from_the_checkpoint_and_repeats_at_most_the_win
 
 class TailerModel(RuleBasedStateMachine):
     """Random appends (whole and partial lines), rotations, outages, refused topics, back-pressure,
-    truncations and crashes against the tailer, on a real directory. Whenever the broker is back and
+    truncations, deletions and crashes against the tailer, on a real directory. Whenever the broker is back and
     no line is half-written, two ticks publish every complete line of every file: each once (more
     only after a crash), first deliveries in file order in every partition."""
 
@@ -317,6 +317,16 @@ class TailerModel(RuleBasedStateMachine):
         self.current.write_bytes(b"")
         self.content[self.rel(self.current)] = []
         self.truncated.add(self.rel(self.current))
+
+    @precondition(lambda self: self.hour > 13)
+    @rule(data=st.data())
+    def delete_older_file(self, data) -> None:
+        older = [p for p in sorted(self.watch.rglob("*")) if p.is_file() and p != self.current]
+        if not older:
+            return
+        doomed = data.draw(st.sampled_from(older))
+        doomed.unlink()
+        self.content.pop(self.rel(doomed), None)  # its lines are not owed any more (reported lost if unpublished)
 
     @invariant()
     def only_lines_of_the_files_are_published(self) -> None:

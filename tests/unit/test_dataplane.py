@@ -1,0 +1,69 @@
+"""The data plane's reactions to librdkafka's client events (no broker: the events are given to the
+callbacks librdkafka would call), and its producer configuration."""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+import pytest
+from confluent_kafka import KafkaError
+
+from hyperdata_sidecar.config import load_settings
+from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
+from hyperdata_sidecar.logs import EventLog
+
+
+def make(tmp_path, **env: str) -> tuple[DataPlane, list, list]:
+    settings = load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID": "unit", **env})
+    changes, fatal = [], []
+    plane = DataPlane(settings, EventLog(logging.getLogger("tests.dataplane")), on_broker=changes.append, on_fatal=fatal.append)
+    return plane, changes, fatal
+
+
+def stats(*states: str) -> str:
+    return orjson.dumps({"brokers": {f"b{i}": {"state": state} for i, state in enumerate(states)}}).decode()
+
+
+def test_the_producer_is_idempotent_waits_forever_and_keeps_batches_below_the_limit(tmp_path):
+    plane, _, _ = make(tmp_path, PRODUCER_LINGER_MS="50", PRODUCER_BATCH_BYTES="1048576")
+    plane.batch_bytes = 65000
+    config = plane._config()
+    assert (config["enable.idempotence"], config["acks"], config["compression.type"]) == (True, "all", "zstd")
+    assert (config["message.timeout.ms"], config["linger.ms"], config["batch.size"]) == (0, 50, 65000)
+
+
+def test_security_settings_reach_librdkafka_without_empty_values(tmp_path):
+    plane, _, _ = make(
+        tmp_path, KAFKA_SECURITY_PROTOCOL="SASL_SSL", KAFKA_SASL_MECHANISM="SCRAM-SHA-512",
+        KAFKA_SASL_USERNAME="u", KAFKA_SASL_PASSWORD="p", KAFKA_SSL_CAFILE="/ca.pem",
+    )
+    config = plane._config()
+    assert config["security.protocol"] == "sasl_ssl" and config["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert (config["sasl.username"], config["sasl.password"], config["ssl.ca.location"]) == ("u", "p", "/ca.pem")
+    assert "ssl.certificate.location" not in config
+
+
+def test_broker_state_follows_the_statistics_and_all_brokers_down(tmp_path):
+    plane, changes, _ = make(tmp_path)
+    on_stats, on_error = plane._config()["stats_cb"], plane._config()["error_cb"]
+    on_stats(stats("UP", "DOWN"))
+    on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    on_stats(stats("DOWN"))
+    on_stats(stats("CONNECT", "UP"))
+    assert changes == [True, False, True]
+
+
+def test_a_fatal_error_is_reported_once_and_logged(tmp_path, caplog):
+    plane, _, fatal = make(tmp_path)
+    caplog.set_level(logging.ERROR, logger="tests.dataplane")
+    error = KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True)
+    plane._config()["error_cb"](error)
+    assert fatal == [error] and plane.fatal is error
+    assert [r.getMessage() for r in caplog.records] == ["producer_fatal"]
+
+
+def test_produce_before_connect_raises_a_clear_error(tmp_path):
+    plane, _, _ = make(tmp_path)
+    with pytest.raises(DataPlaneError, match="not connected"):
+        plane.produce("t", b"v", b"k", 0, None, None, 0, [])
