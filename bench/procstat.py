@@ -32,12 +32,16 @@ def memory_kib(pid: int) -> dict[str, int]:
     return found
 
 
-def machine_busy_seconds() -> tuple[float, float]:
-    """(busy CPU seconds, total CPU seconds) of the whole machine since boot, all cores summed."""
+def machine_busy_seconds() -> tuple[float, float, float]:
+    """(busy, total, stolen) CPU seconds of the whole machine since boot, all cores summed.
+
+    ``stolen`` is the steal time of a virtual machine: time its virtual CPUs wanted to run but the
+    hypervisor ran something else. It is counted as busy; a run with much of it ran on a shared host.
+    """
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]  # idle + iowait
     total = sum(fields[:8])  # guest time is already inside user
-    return (total - idle) / _TICKS_PER_S, total / _TICKS_PER_S
+    return (total - idle) / _TICKS_PER_S, total / _TICKS_PER_S, fields[7] / _TICKS_PER_S
 
 
 @dataclass
@@ -55,8 +59,8 @@ class CpuWindow:
     def __post_init__(self) -> None:
         self._first: dict[str, float] = {}
         self._last: dict[str, float] = {}
-        self._machine_first = (0.0, 0.0)
-        self._machine_last = (0.0, 0.0)
+        self._machine_first = (0.0, 0.0, 0.0)
+        self._machine_last = (0.0, 0.0, 0.0)
 
     def start(self) -> CpuWindow:
         self.began = time.monotonic()
@@ -86,10 +90,16 @@ class CpuWindow:
         busy = self._machine_last[0] - self._machine_first[0]
         return 100.0 * busy / self.wall_s if self.wall_s > 0 else 0.0
 
+    def steal_share(self) -> float:
+        """CPU time the hypervisor took from this machine over the window, in percent of one core."""
+        stolen = self._machine_last[2] - self._machine_first[2]
+        return 100.0 * stolen / self.wall_s if self.wall_s > 0 else 0.0
+
     def others_share(self, extra_cpu_s: float = 0.0) -> float:
-        """CPU of every process not watched here (less ``extra_cpu_s`` known by other means), % of one core."""
+        """CPU of every process not watched here (less ``extra_cpu_s`` known by other means, and
+        less the steal time), % of one core."""
         ours = sum(self.cpu_s(name) for name in self.pids) + extra_cpu_s
-        return self.machine_share() - (100.0 * ours / self.wall_s if self.wall_s > 0 else 0.0)
+        return self.machine_share() - self.steal_share() - (100.0 * ours / self.wall_s if self.wall_s > 0 else 0.0)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -98,6 +108,7 @@ class CpuWindow:
             "cpu_pct_of_one_core": {name: round(self.share(name), 1) for name in self.pids},
             "machine_cpu_pct_of_one_core": round(self.machine_share(), 1),
             "others_cpu_pct_of_one_core": round(self.others_share(), 1),
+            "steal_pct_of_one_core": round(self.steal_share(), 1),
         }
 
     def _read(self) -> dict[str, float]:

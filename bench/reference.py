@@ -102,7 +102,8 @@ def run(ctx: RunContext) -> ScenarioResult:
         result.row("broker CPU s per million lines", f"{cpu.cpu_s('broker') / lines * 1e6:.1f}")
     others = cpu.others_share(extra_cpu_s=kcat_cpu)
     result.row(
-        "machine CPU (all processes)", f"{cpu.machine_share():.0f}% of 200%, of which other processes {others:.0f}%"
+        "machine CPU (all processes)",
+        f"{cpu.machine_share():.0f}% of 200%, of which other processes {others:.0f}%, stolen by the hypervisor {cpu.steal_share():.0f}%",
     )
     result.row("every line on the topics", "yes" if counts == expected else f"NO: {counts} of {expected}")
     catchup = ctx.results.get("catchup")
