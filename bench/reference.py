@@ -3,7 +3,8 @@ ceiling for this machine; the catch-up figure is reported as a share of it.
 
 kcat gets what the sidecar sends, as close as its command line allows: one message per line, keyed
 by the same coin (the sidecar's own line inspection picks it, outside the timed section),
-Kafka's murmur2 partitioner, zstd, acks=all, idempotence, linger 5 ms, 1 MiB batches, topics with
+Kafka's murmur2 partitioner, zstd, acks=all, idempotence, the sidecar's linger and batch size (its
+defaults, or what ``--set`` gave the run's workers), topics with
 the contract's partitions. One kcat per table, the three at once, as the sidecar runs its three
 tailers at once. kcat cannot vary headers per message, so each message carries three fixed headers
 shaped like the sidecar's (``line_id``, ``source``, ``offset``): the same bytes, compressing better.
@@ -24,6 +25,7 @@ from bench.context import RunContext, ScenarioResult
 from bench.corpus import write_backlog
 from bench.procstat import CpuWindow
 from bench.worker import BenchError, topic_names
+from hyperdata_sidecar.config import DEFAULTS
 from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TABLES
 from hyperdata_sidecar.tools.generate import CorpusSummary, FileSummary
@@ -33,8 +35,6 @@ KCAT_SETTINGS = (
     "compression.codec=zstd",
     "enable.idempotence=true",
     "acks=all",
-    "linger.ms=5",
-    "batch.size=1048576",
     "partitioner=murmur2_random",  # Kafka's Java default for keyed records, as the sidecar computes it
     f"message.max.bytes={producer_max_request_size(load_contract())}",
 )
@@ -64,7 +64,7 @@ def run(ctx: RunContext) -> ScenarioResult:
     cpu.start()
     began = time.monotonic()
     processes = {
-        table: _start_kcat(kcat, ctx.broker.bootstrap, topics[table], path, root, table, backlog)
+        table: _start_kcat(kcat, ctx.broker.bootstrap, topics[table], path, root, table, backlog, kcat_settings(ctx))
         for table, (path, _lines) in keyed.items()
     }
     codes = {table: process.wait() for table, process in processes.items()}
@@ -81,7 +81,7 @@ def run(ctx: RunContext) -> ScenarioResult:
     )
     lines_per_s = lines / seconds
     result.details = {
-        "kcat_settings": list(KCAT_SETTINGS),
+        "kcat_settings": list(kcat_settings(ctx)),
         "lines": lines,
         "bytes": backlog.bytes,
         "seconds": round(seconds, 3),
@@ -142,8 +142,15 @@ def _keyed_file(corpus: Path, files: list[FileSummary], out: Path) -> tuple[Path
     return out, count
 
 
+def kcat_settings(ctx: RunContext) -> tuple[str, ...]:
+    """kcat's producer settings: the fixed ones, and the sidecar's linger and batch size for this run."""
+    worker = {**DEFAULTS, **ctx.options.worker_settings}
+    return (*KCAT_SETTINGS, f"linger.ms={worker['PRODUCER_LINGER_MS']}", f"batch.size={worker['PRODUCER_BATCH_BYTES']}")
+
+
 def _start_kcat(
-    kcat: str, bootstrap: str, topic: str, keyed: Path, root: Path, table: str, backlog: CorpusSummary
+    kcat: str, bootstrap: str, topic: str, keyed: Path, root: Path, table: str, backlog: CorpusSummary,
+    settings: tuple[str, ...],
 ) -> subprocess.Popen:
     first = next(f for f in backlog.files if f.table == table)
     headers = (
@@ -152,7 +159,7 @@ def _start_kcat(
         f"offset={first.size:010d}",
     )
     command = [kcat, "-P", "-q", "-b", bootstrap, "-t", topic, "-K", "\\t", "-l", str(keyed)]
-    for setting in KCAT_SETTINGS:
+    for setting in settings:
         command += ["-X", setting]
     for header in headers:
         command += ["-H", header]

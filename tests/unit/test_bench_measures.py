@@ -60,8 +60,11 @@ def test_recorder_counts_lines_it_cannot_read_apart_from_the_latencies() -> None
 
 
 def test_cpu_window_agrees_with_the_kernels_own_accounting_of_a_busy_and_an_idle_process() -> None:
-    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    idle = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('sleeping', flush=True); time.sleep(30)"], stdout=subprocess.PIPE
+    )
     try:
+        assert idle.stdout is not None and idle.stdout.readline() == b"sleeping\n"  # start-up CPU is behind it
         window = CpuWindow({"me": os.getpid(), "idle": idle.pid}).start()
         began = time.process_time()  # independent of /proc/<pid>/stat, which the window reads
         while time.process_time() - began < 0.2:
