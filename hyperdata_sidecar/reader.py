@@ -32,6 +32,7 @@ class HourFileReader:
         self.digest = RunningDigest()
         self.last_size = -1
         self.last_growth_at = time.monotonic()
+        self.changed = False  # the last stat() saw another size than the one before
 
     def stat(self) -> int | None:
         """The file's size now, or None if it is gone. Notes growth for the finalization grace."""
@@ -39,15 +40,19 @@ class HourFileReader:
             size = os.stat(self.path).st_size
         except FileNotFoundError:
             return None
-        if size != self.last_size:
+        self.changed = size != self.last_size
+        if self.changed:
             self.last_size, self.last_growth_at = size, time.monotonic()
         return size
 
     async def rewritten(self, size: int) -> str | None:
         """``"truncated"`` if the file is now shorter than what was read, ``"replaced"`` if its
-        first bytes changed, else None (and the head fingerprint grows while the file is short)."""
+        first bytes changed, else None (and the head fingerprint grows while the file is short).
+        The first bytes are read again only when the last :meth:`stat` saw the size change."""
         if size < self.position:
             return "truncated"
+        if not self.changed:
+            return None
         head = await asyncio.to_thread(read_head, self.path, HEAD_BYTES)
         if head[: len(self.head) // 2].hex() != self.head:
             return "replaced"

@@ -301,7 +301,7 @@ class TableTailer:
             if size is None:
                 await self._settle_all()
                 return True  # picked up as deleted on the next scan
-            reason = await tracked.reader.rewritten(size) if size != tracked.reader.position else None
+            reason = await tracked.reader.rewritten(size)
             if reason is not None:
                 tracked = await self._restart(tracked, reason, size)
                 continue
