@@ -62,8 +62,8 @@ async def run_all(drills: list[Drill], work_dir: Path, port: int | None, *, full
     await asyncio.to_thread(broker.start)
     results = []
     try:
-        for drill in drills:
-            name = f"drill-{drill.number}-{drill.run.__name__}"
+        for index, drill in enumerate(drills, 1):
+            name = f"{index:02d}-drill-{drill.number}-{drill.run.__name__}"
             ctx = DrillContext(broker.bootstrap, work_dir / name, f"{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}.", broker=broker)
             ctx.root.mkdir()
             print(f"== drill {drill.number}: {drill.run.__name__} ...", flush=True)
