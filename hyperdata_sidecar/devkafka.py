@@ -187,6 +187,29 @@ def _read_ports(properties: Path) -> tuple[int, int]:
     return port, controller_port
 
 
+LOW_PORTS = range(29000, 32000)
+
+
+def free_low_port(exclude: frozenset[int] | set[int] = frozenset()) -> int:
+    """A free local port below the kernel's ephemeral range (32768+), for a broker that tests stop
+    and start: a client retrying against a stopped broker on an ephemeral port can be handed that
+    very port as its own source port (a TCP self-connection) and keep it, and the broker then cannot
+    bind it again. ``connect()`` never picks a port from this range. Starts at a random place in
+    the range, so concurrent runs rarely try the same ports."""
+    start = uuid.uuid4().int % len(LOW_PORTS)
+    for i in range(len(LOW_PORTS)):
+        port = LOW_PORTS[(start + i) % len(LOW_PORTS)]
+        if port in exclude:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise DevKafkaError(f"no free port in {LOW_PORTS.start}-{LOW_PORTS.stop - 1}")
+
+
 def _random_cluster_id() -> str:
     """A Kafka cluster id, as ``StorageTool random-uuid`` makes one (without starting a JVM)."""
     while True:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import socket
 import sys
 import time
 import traceback
@@ -29,7 +28,7 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 from drill_kit import DrillContext, DrillResult  # noqa: E402
 from drills import DRILLS, Drill  # noqa: E402
 
-from hyperdata_sidecar.devkafka import LocalKafka  # noqa: E402
+from hyperdata_sidecar.devkafka import LocalKafka, free_low_port  # noqa: E402
 
 HEADER = ("drill", "outcome", "lost", "duplicates", "recovery", "took")
 
@@ -57,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
 async def run_all(drills: list[Drill], work_dir: Path, port: int | None, *, full: bool) -> list[tuple[DrillResult, float]]:
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
-    port = port or _low_free_port()
-    broker = LocalKafka(work_dir / "kafka", port=port, controller_port=_low_free_port(exclude={port}))
+    port = port or free_low_port()
+    broker = LocalKafka(work_dir / "kafka", port=port, controller_port=free_low_port(exclude={port}))
     await asyncio.to_thread(broker.start)
     results = []
     try:
@@ -89,20 +88,6 @@ async def run_one(drill: Drill, ctx: DrillContext, *, full: bool) -> DrillResult
         where = "".join(traceback.format_exception(exc)[-3:-1])
         result.check("the drill ran to its end", False, f"{type(exc).__name__}: {str(exc)[-3000:]}\n{where}")
         return result
-
-
-def _low_free_port(exclude: set[int] = frozenset()) -> int:
-    """A free port below the ephemeral range (32768+): connect() never picks it as a source port."""
-    for port in range(29000, 32000):
-        if port in exclude:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 29000-31999")
 
 
 def rows(results: list[tuple[DrillResult, float]]) -> list[tuple[str, ...]]:

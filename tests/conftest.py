@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from hyperdata_sidecar.devkafka import LocalKafka
+from hyperdata_sidecar.devkafka import LocalKafka, free_low_port
 
 _KAFKA_FIXTURES = {"kafka_bootstrap", "kafka_broker"}
 
@@ -26,12 +25,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -44,9 +37,8 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafk
     if os.environ.get("HYPERDATA_TEST_BOOTSTRAP"):
         yield None
         return
-    broker = LocalKafka(
-        tmp_path_factory.mktemp("kafka"), port=_free_port(), controller_port=_free_port()
-    )
+    port = free_low_port()
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka"), port=port, controller_port=free_low_port(exclude={port}))
     broker.start()
     try:
         yield broker
