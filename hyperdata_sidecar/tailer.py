@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Protocol
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.delivery import Deliveries, Verdict, verdict
-from hyperdata_sidecar.core.finalization import FileStage, finalization_stage
+from hyperdata_sidecar.core.finalization import is_finalized
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.lineinfo import block_time_of
 from hyperdata_sidecar.core.records import (
@@ -315,14 +315,12 @@ class TableTailer:
             break
         await self._settle_all()
         self._report_lag(tracked, size)
-        stage = finalization_stage(
+        if is_finalized(
             has_later_file=has_later_file,
-            caught_up=True,
             last_growth_at=tracked.reader.last_growth_at,
             now=time.monotonic(),
             grace_s=self.settings.seal_grace_s,
-        )
-        if stage is FileStage.FINALIZED:
+        ):
             await self._finalize(tracked, size)
             return True
         await tracked.reader.catch_up_digest(tracked.reader.position)

@@ -2,30 +2,11 @@
 
 from __future__ import annotations
 
-import enum
 
-
-class FileStage(enum.Enum):
-    """Where an hour file is in its life, as the sidecar sees it."""
-
-    TAILING = "tailing"
-    """The newest file of its table, or not yet read to its end."""
-    SETTLING = "settling"
-    """A later file exists and this one is read to its end, but it grew within the grace period."""
-    FINALIZED = "finalized"
-    """Complete: safe to flush its partial tail, seal it and back it up."""
-
-
-def finalization_stage(
-    *, has_later_file: bool, caught_up: bool, last_growth_at: float, now: float, grace_s: float
-) -> FileStage:
-    """The file's stage. FINALIZED only when a later file exists, it is read to its end, and it
-    has not grown for ``grace_s`` seconds (``now - last_growth_at >= grace_s``); the newest file
-    of a table is never finalized, because the node may still append to it.
+def is_finalized(*, has_later_file: bool, last_growth_at: float, now: float, grace_s: float) -> bool:
+    """Whether a file the sidecar has read to its end is finished: a later file of its table exists
+    and it has not grown for ``grace_s`` seconds (``now - last_growth_at >= grace_s``). The newest
+    file of a table is never finished, because the node may still append to it; the grace period
+    covers a writer that rotated but still flushes the old file's last bytes.
     """
-    if not has_later_file or not caught_up:
-        return FileStage.TAILING
-    # The grace period covers a writer that rotated but still flushes the old file's last bytes.
-    if now - last_growth_at < grace_s:
-        return FileStage.SETTLING
-    return FileStage.FINALIZED
+    return has_later_file and now - last_growth_at >= grace_s

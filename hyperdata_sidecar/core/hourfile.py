@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR
@@ -81,11 +80,6 @@ class HourFile:
         if not isinstance(other, HourFile):
             return NotImplemented
         return self._order_key() >= other._order_key()
-
-
-def newest(files: Iterable[HourFile]) -> HourFile | None:
-    """The latest file by (date, hour), or None if there are none. Meant for the files of one table."""
-    return max(files, key=lambda f: (f.sort_key, f.table, f.hour), default=None)
 
 
 def _is_calendar_date(text: str) -> bool:

@@ -86,7 +86,8 @@ class DrillResult:
 
     @property
     def ok(self) -> bool:
-        return all(c.passed for c in self.checks)
+        """True when the drill checked something and every check passed (a drill with no check proves nothing)."""
+        return bool(self.checks) and all(c.passed for c in self.checks)
 
     @property
     def outcome(self) -> str:

@@ -400,7 +400,6 @@ def test_status_page_renders_the_live_state_in_headless_chromium(run: Run, tmp_p
     dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, timeout=120, check=True).stdout.decode()
     subprocess.run([chromium, *flags, f"--screenshot={screenshot}", url], capture_output=True, timeout=120, check=True)
 
-    assert screenshot.stat().st_size > 10_000
     assert "READY" in dom and "broker connected" in dom
     for spec in TABLES:
         assert run.topics[spec.dir_name] in dom

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperdata_sidecar.core.hourfile import HourFile, newest
+from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.tables import TABLES
 
 BOOK = "node_raw_book_diffs_streaming"
@@ -184,16 +184,12 @@ def test_sorted_files_follow_the_clock(hours):
     assert moments == sorted(moments)
 
 
-# --- newest ------------------------------------------------------------------------------------
+# --- the newest file is the last in order ------------------------------------------------------
 
 
-def test_newest_of_no_files_is_none():
-    assert newest([]) is None
+def test_hour_ten_sorts_after_hour_nine_and_one():
+    assert sorted([hf("20260610", "9"), hf("20260610", "10"), hf("20260610", "1")])[-1] == hf("20260610", "10")
 
 
-def test_newest_picks_hour_ten_over_hour_nine():
-    assert newest([hf("20260610", "9"), hf("20260610", "10"), hf("20260610", "1")]) == hf("20260610", "10")
-
-
-def test_newest_picks_the_next_days_hour_zero_over_hour_twenty_three():
-    assert newest(iter([hf("20260611", "0"), hf("20260610", "23")])) == hf("20260611", "0")
+def test_the_next_days_hour_zero_sorts_after_hour_twenty_three():
+    assert sorted([hf("20260611", "0"), hf("20260610", "23")])[-1] == hf("20260611", "0")

@@ -1,21 +1,26 @@
-from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TABLES, CoinLocation, TableSpec
+"""The three node tables: each one's topic is in the topic contract, and each one's coin location
+finds the coin in lines shaped like that table's."""
+
+from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
+from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TABLES
+from hyperdata_sidecar.topics import load_contract
+
+from test_core_lineinfo import EVENT_OF, envelope
 
 
-def test_tables_hold_the_three_node_tables_with_their_topics_and_coin_locations():
-    assert TABLES == (
-        TableSpec(
-            "node_raw_book_diffs_streaming", "TOPIC_BOOK_DIFFS", "hyperliquid.book-diffs", CoinLocation.EVENT
-        ),
-        TableSpec(
-            "node_order_statuses_streaming",
-            "TOPIC_ORDER_STATUSES",
-            "hyperliquid.order-statuses",
-            CoinLocation.ORDER,
-        ),
-        TableSpec("node_fills_streaming", "TOPIC_FILLS", "hyperliquid.fills", CoinLocation.FILL_TUPLE),
-    )
+def test_each_tables_topic_default_and_setting_are_the_contracts():
+    defaults = {spec.name for spec in load_contract({})}
+    renamed = {spec.name for spec in load_contract({t.topic_env: f"renamed-{t.dir_name}" for t in TABLES})}
+    for table in TABLES:
+        assert table.default_topic in defaults and f"renamed-{table.dir_name}" in renamed, table
+
+
+def test_each_tables_coin_location_finds_the_coin_in_its_own_lines_and_not_in_the_others():
+    for table in TABLES:
+        for other in TABLES:
+            result = inspect_line(table, envelope([EVENT_OF[other]("SOL")]))
+            assert isinstance(result, LineInfo) == (other is table), (table.dir_name, other.dir_name)
 
 
 def test_table_by_dir_finds_every_table_by_its_directory_name():
-    assert TABLE_BY_DIR == {spec.dir_name: spec for spec in TABLES}
-    assert len(TABLE_BY_DIR) == len(TABLES)
+    assert [TABLE_BY_DIR[t.dir_name] for t in TABLES] == list(TABLES)
