@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperdata_sidecar.core.snapshots import BlockIndex, SnapshotFile, is_complete
+from hyperdata_sidecar.core.snapshots import SnapshotFile, is_complete, resume_offset
 
 
 def test_a_snapshot_path_gives_its_height_and_date():
@@ -38,60 +38,42 @@ def test_a_snapshot_is_complete_once_its_size_stood_still_for_the_grace():
     assert not is_complete(size=0, stable_since=0.0, now=100.0, grace_s=10.0)
 
 
-def test_a_partition_resumes_at_the_first_block_above_the_height():
-    index = BlockIndex()
-    for block, first, last in [(100, 0, 4), (101, 5, 9), (103, 10, 12)]:
-        index.record("t", 0, block, first, last)
-    assert index.resume(100, [("t", 0)]).offsets == {"t": {0: 5}}
-    assert index.resume(101, [("t", 0)]).offsets == {"t": {0: 10}}
-    assert index.resume(102, [("t", 0)]).offsets == {"t": {0: 10}}
+def test_a_partition_resumes_at_the_first_record_above_the_height():
+    blocks = [100, 100, 101, 101, 101, 103]
+    assert [resume_offset(h, 0, 6, blocks.__getitem__) for h in (99, 100, 101, 102, 103)] == [0, 2, 5, 5, 6]
 
 
-def test_a_partition_without_a_block_above_the_height_resumes_past_its_last_record():
-    index = BlockIndex()
-    index.seed("t", 1, 500)
-    index.record("t", 0, 100, 7, 9)
-    resume = index.resume(100, [("t", 0), ("t", 1)])
-    assert resume.offsets == {"t": {0: 10, 1: 500}}
-    assert resume.quiet == [("t", 0), ("t", 1)]
+def test_an_empty_or_trimmed_partition_resumes_at_its_end_or_its_beginning():
+    assert resume_offset(5, 40, 40, lambda offset: 1 / 0) == 40
+    assert resume_offset(5, 40, 43, lambda offset: 9) == 40
 
 
-def test_a_block_recorded_twice_keeps_its_first_offset():
-    index = BlockIndex()
-    index.record("t", 0, 100, 3, 5)
-    index.record("t", 0, 100, 8, 9)  # the same block, later in the partition (a block spanning two cycles)
-    index.record("t", 0, 101, 10, 11)
-    assert index.resume(99, [("t", 0)]).offsets == {"t": {0: 3}}
-    assert index.resume(100, [("t", 0)]).offsets == {"t": {0: 10}}
+def test_the_search_reads_a_logarithmic_number_of_records():
+    reads = []
+    blocks = list(range(1_000_000))
+    resume_offset(654_321, 0, len(blocks), lambda offset: reads.append(offset) or blocks[offset])
+    assert len(reads) <= 21
 
 
-def test_the_index_covers_only_heights_whose_records_all_came_after_the_start():
-    index = BlockIndex()
-    assert not index.covers("t", 100)
-    index.record("t", 2, 200, 0, 0)
-    assert index.covers("t", 199) and index.covers("t", 250)
-    assert not index.covers("t", 198)
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=60), st.integers(0, 70), st.integers(0, 5))
+def test_resume_offsets_split_any_partition_in_block_order_at_the_height(steps, height, begin):
+    blocks = [sum(steps[: i + 1]) for i in range(len(steps))]
+    start = resume_offset(height, begin, begin + len(blocks), lambda offset: blocks[offset - begin])
+    assert all(block <= height for block in blocks[: start - begin])
+    assert all(block > height for block in blocks[start - begin :])
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 6), min_size=1, max_size=60), st.integers(0, 70))
-def test_resume_offsets_split_any_partition_at_the_height(blocks_per_record, height):
-    """Records of non-decreasing blocks land in one partition; the resume offset is the first
-    record above the height, or just past the last record."""
-    blocks = [sum(blocks_per_record[: i + 1]) for i in range(len(blocks_per_record))]
-    index = BlockIndex()
-    for offset, block in enumerate(blocks):
-        index.record("t", 0, block, offset, offset)
-    start = index.resume(height, [("t", 0)]).offsets["t"][0]
-    assert all(block <= height for block in blocks[:start])
-    assert all(block > height for block in blocks[start:])
-
-
-def test_forgetting_through_a_height_keeps_the_answers_from_it_on():
-    index = BlockIndex()
-    for block in range(100, 110):
-        index.record("t", 0, block, block * 10, block * 10 + 9)
-    index.forget_through(105)
-    assert len(index) == 5  # blocks 105 to 109
-    assert index.resume(105, [("t", 0)]).offsets == {"t": {0: 1060}}
-    assert index.resume(107, [("t", 0)]).offsets == {"t": {0: 1080}}
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=2, max_size=60), st.data(), st.integers(0, 70))
+def test_after_a_crash_repeated_lines_leave_no_line_above_the_height_unread(steps, data, height):
+    """Lines published again after a crash: the partition steps back once. A consumer starting at
+    the offset found reads every distinct line above the height (duplicates aside)."""
+    blocks = [sum(steps[: i + 1]) for i in range(len(steps))]
+    cut, again = data.draw(st.integers(1, len(blocks))), data.draw(st.integers(0, len(blocks) - 1))
+    again = min(again, cut - 1)
+    partition = blocks[:cut] + blocks[again:]  # crashed after `cut`, resumed from the checkpoint at `again`
+    start = resume_offset(height, 0, len(partition), partition.__getitem__)
+    above = {i for i, block in enumerate(blocks) if block > height}
+    read = {again + (i - cut) if i >= cut else i for i in range(start, len(partition))}
+    assert above <= read
