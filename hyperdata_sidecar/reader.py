@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -34,11 +35,15 @@ class HourFileReader:
         self.last_growth_at = time.monotonic()
 
     def stat(self) -> int | None:
-        """The file's size now, or None if it is gone. Notes growth for the finalization grace."""
+        """The file's size now, or None if it is gone or no longer a regular file (a link, pipe or
+        directory in its place is not followed). Notes growth for the finalization grace."""
         try:
-            size = os.stat(self.path).st_size
-        except FileNotFoundError:
+            found = os.stat(self.path, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        if not stat.S_ISREG(found.st_mode):
+            return None
+        size = found.st_size
         if size != self.last_size:
             self.last_size, self.last_growth_at = size, time.monotonic()
         return size
