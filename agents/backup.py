@@ -16,7 +16,9 @@ page say so, and it is tried again on the next start (the start hands every fina
 backup is not done to the agents again) or on request. A source that no longer exists is given up
 at once. Retry records carry the run id of the process that scheduled them; an earlier process's
 are skipped, since its restart already handed those files over again. An attempt for a revision
-that a later one replaces (the file grew after its seal) is skipped too. The source is only ever read.
+that a later one replaces (the file grew after its seal) is skipped too, and a file that shrank or
+changed its first bytes after its seal is not tried at all (``failed`` at once, its sealed content
+is gone). The source is only ever read.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from aiokafka.errors import KafkaError
 
 from hyperdata_sidecar.agents.rotations import manifests
 from hyperdata_sidecar.backup import BackupError, NoBackupSink
-from hyperdata_sidecar.core.backup_plan import Outcome, RetrySchedule, after_failure
+from hyperdata_sidecar.core.backup_plan import Outcome, RetrySchedule, after_failure, superseded
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.seal import SealManifest, iso_utc, revision_of
 
@@ -64,8 +66,7 @@ class BackupWorker:
     async def requested(self, path: str) -> None:
         """An operator asked for a new series of tries of ``path`` (the ``backup-retry`` command)."""
         sidecar = self.sidecar
-        stored = sidecar.offsets.get(path)
-        cursor = FileCursor.from_record(stored) if stored is not None else None
+        cursor = self._cursor(path)
         manifest = manifest_from_cursor(cursor, sidecar.settings.node_id) if cursor is not None else None
         if manifest is None:
             stage = cursor.stage.value if cursor is not None else "not tracked"
@@ -96,7 +97,18 @@ class BackupWorker:
             if isinstance(sidecar.sink, NoBackupSink):
                 sidecar.backups[path] = {"status": "disabled", "sink": sidecar.sink.name, "revision": manifest.revision}
                 return
-            if self._superseded(manifest):
+            cursor = self._cursor(path)
+            if cursor is not None and cursor.stage is CursorStage.REWRITTEN:
+                # The file shrank or changed after its seal: what the seal describes is gone for good.
+                self.schedule.end(path)
+                error = "the file changed after its seal (it shrank or its first bytes changed); the sealed content is gone"
+                sidecar.backups[path] = {
+                    "status": "failed", "sink": sidecar.sink.name, "reason": "hash_mismatch", "error": error,
+                    "revision": manifest.revision, "at": iso_utc(time.time()),
+                }
+                sidecar.log.warning("backup_not_possible", path=path, revision=manifest.revision, error=error)
+                return
+            if cursor is not None and superseded(cursor, manifest):
                 sidecar.log.info("backup_superseded", path=path, revision=manifest.revision)
                 return
             known = sidecar.backups.get(path)
@@ -122,13 +134,9 @@ class BackupWorker:
                 attempts=tries, already_present=existing is not None, seconds=round(time.monotonic() - started, 3),
             )
 
-    def _superseded(self, manifest: SealManifest) -> bool:
-        """True when the file has grown past ``manifest``: a later revision is published or on its way."""
-        stored = self.sidecar.offsets.get(manifest.path)
-        if stored is None:
-            return False
-        cursor = FileCursor.from_record(stored)
-        return cursor.revision > manifest.revision or (cursor.stage is CursorStage.REOPENED and cursor.revision >= manifest.revision)
+    def _cursor(self, path: str) -> FileCursor | None:
+        stored = self.sidecar.offsets.get(path)
+        return FileCursor.from_record(stored) if stored is not None else None
 
     def _failed(self, manifest: SealManifest, exc: BackupError) -> None:
         sidecar, path = self.sidecar, manifest.path

@@ -237,9 +237,10 @@ class Sidecar:
             await self.tailers[table].tick()
         except Abandoned:
             return
-        except OSError as exc:
-            # A file the sidecar cannot read (permissions, a race with a rename): the table keeps
-            # its position, is not ready, and tries again at the next poll.
+        except (OSError, EOFError) as exc:
+            # A file the sidecar cannot read (permissions, a race with a rename, a file cut short
+            # while it was being hashed): the table keeps its position, is not ready, and tries
+            # again at the next poll, which sees what became of the file.
             error = f"{type(exc).__name__}: {exc}"
             self.metrics.read_failed(table)
             self.unreadable[table] = error

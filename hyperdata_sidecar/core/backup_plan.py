@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
+from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
 from hyperdata_sidecar.core.seal import SealManifest
 
 FIRST_DELAY_S = 1.0
@@ -38,6 +39,12 @@ def after_failure(tries: int, reason: str, max_tries: int) -> Step:
     if tries >= max_tries:
         return Step(Outcome.PARK)
     return Step(Outcome.RETRY, min(FIRST_DELAY_S * 2 ** (tries - 1), MAX_DELAY_S))
+
+
+def superseded(cursor: FileCursor, manifest: SealManifest) -> bool:
+    """True when the file (at ``cursor``) has grown past ``manifest``: a later revision is sealed or
+    on its way, so backing ``manifest`` up is pointless."""
+    return cursor.revision > manifest.revision or (cursor.stage is CursorStage.REOPENED and cursor.revision >= manifest.revision)
 
 
 class RetrySchedule:

@@ -93,15 +93,19 @@ class ExpectedFile:
 
 
 def hour_files(watch_dir: Path, table: str) -> list[HourFile]:
-    """The hour files of ``table`` under ``watch_dir``, oldest first."""
+    """The hour files of ``table`` under ``watch_dir``, oldest first: regular files only, and no
+    symlinked hour file or date directory (the contract: the sidecar follows neither)."""
     hourly = watch_dir / table / "hourly"
     if not hourly.is_dir():
         return []
     found = []
-    for path in hourly.glob("*/*"):
-        parsed = HourFile.parse(path.relative_to(watch_dir).as_posix())
-        if parsed is not None and path.is_file():
-            found.append(parsed)
+    for date in hourly.iterdir():
+        if date.is_symlink() or not date.is_dir():
+            continue
+        for path in date.iterdir():
+            parsed = HourFile.parse(path.relative_to(watch_dir).as_posix())
+            if parsed is not None and not path.is_symlink() and path.is_file():
+                found.append(parsed)
     return sorted(found, key=lambda f: (f.sort_key, f.hour))
 
 

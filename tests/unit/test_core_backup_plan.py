@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hyperdata_sidecar.core.backup_plan import MAX_DELAY_S, Outcome, RetrySchedule, Step, after_failure
+from hyperdata_sidecar.core.backup_plan import MAX_DELAY_S, Outcome, RetrySchedule, Step, after_failure, superseded
+from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
 from hyperdata_sidecar.core.seal import SealManifest
 
 
@@ -72,3 +73,18 @@ def test_tries_are_counted_per_revision(revision):
     schedule = RetrySchedule()
     schedule.failed(manifest(revision=revision))
     assert schedule.tries(manifest().path, revision) == 1
+
+
+@pytest.mark.parametrize(
+    ("stage", "cursor_revision", "manifest_revision", "expected"),
+    [
+        (CursorStage.FINALIZED, 1, 1, False),
+        (CursorStage.REOPENED, 1, 1, True),  # the file grew: revision 2 follows
+        (CursorStage.REOPENED, 1, 2, False),  # an older cursor in the table than the rotation in hand
+        (CursorStage.FINALIZED, 2, 1, True),
+        (CursorStage.TAILING, 0, 1, False),  # the finalized cursor has not reached the table yet
+    ],
+)
+def test_a_revision_is_superseded_once_the_file_grew_past_it(stage, cursor_revision, manifest_revision, expected):
+    cursor = FileCursor(path=manifest().path, stage=stage, revision=cursor_revision)
+    assert superseded(cursor, manifest(revision=manifest_revision)) is expected
