@@ -100,7 +100,7 @@ async def verify(
     ``timeout_s`` for the topics to hold at least what the tree owes, with end offsets still for
     ``settle_s`` (and for the backups to exist, if ``backup_dir`` is given), then reads them to
     the end offsets of that moment. ``client_kwargs`` go to the aiokafka clients (security).
-    ``ignore``: relpaths left out of the check, their records included (files a test damaged).
+    ``ignore``: relpaths left out of the check, with their records (files a test damaged).
     Raises ValueError if ``topics`` lacks a role, aiokafka's KafkaError if the broker cannot be
     reached.
     """
@@ -108,7 +108,7 @@ async def verify(
     missing_roles = ({spec.dir_name for spec in TABLES} | {DLQ, SEALS}) - set(topics)
     if missing_roles:
         raise ValueError(f"topics has no name for {sorted(missing_roles)}")
-    files = await asyncio.to_thread(lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes)))
+    files = await asyncio.to_thread(lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes, ignore=ignore)))
     owed = _owed(files, topics, backup_dir)
     kwargs = dict(client_kwargs or {})
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)
@@ -135,7 +135,7 @@ async def verify(
     sealed = _sealed_sizes(observed, node)
     if any(size != f.size for f in files for size in sealed.get(f.relpath, ())):
         files = await asyncio.to_thread(
-            lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes, sealed_sizes=sealed))
+            lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes, sealed_sizes=sealed, ignore=ignore))
         )
     backups = await asyncio.to_thread(_backup_digests, files, backup_dir) if backup_dir is not None else None
     report = reconcile(files, observed, node=node, backups=backups, allowed_duplicates=allowed_duplicates, ignore=ignore)
