@@ -55,13 +55,20 @@ class BackupWorker:
     async def handle(self, record: dict[str, Any]) -> None:
         """One record of the backup-attempts topic (runs in the ``backup_attempts`` agent)."""
         kind = record.get("kind")
-        if kind == "retry":
-            if record.get("run") == self.sidecar.run_id:
-                await self.attempt(SealManifest.from_json(record["manifest"].encode()))
-        elif kind == "request":
+        if kind == "request":
             await self.requested(str(record.get("path", "")))
-        else:
-            self.sidecar.log.warning("unknown_backup_attempt_record", record=str(record)[:200])
+            return
+        if kind == "retry":
+            if record.get("run") != self.sidecar.run_id:
+                return  # an earlier process's: its restart handed the file over again
+            try:
+                manifest = SealManifest.from_json(str(record.get("manifest", "")).encode())
+            except ValueError:
+                pass
+            else:
+                await self.attempt(manifest)
+                return
+        self.sidecar.log.warning("unknown_backup_attempt_record", record=str(record)[:200])
 
     async def requested(self, path: str) -> None:
         """An operator asked for a new series of tries of ``path`` (the ``backup-retry`` command)."""

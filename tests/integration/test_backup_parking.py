@@ -4,8 +4,10 @@ page), and come back through ``backup-retry`` or the next start."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
+from aiokafka import AIOKafkaProducer
 from drill_kit import metric_value
 from worker_process import FAUST, SIDECAR_APP
 
@@ -21,6 +23,15 @@ def backup_retry(sidecar: Sidecar, path: str) -> subprocess.CompletedProcess:
         [FAUST, "-A", SIDECAR_APP, "backup-retry", path],
         cwd=sidecar.worker.cwd, env=sidecar.worker.env, capture_output=True, text=True, timeout=120,
     )
+
+
+async def send_raw(bootstrap: str, topic: str, value: dict) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, key=b'"x"', value=json.dumps(value).encode())
+    finally:
+        await producer.stop()
 
 
 async def test_a_backup_that_cannot_succeed_is_parked_while_every_other_file_is_backed_up(tmp_path, kafka_bootstrap, unique_topic_prefix):
@@ -41,6 +52,8 @@ async def test_a_backup_that_cannot_succeed_is_parked_while_every_other_file_is_
         asked = backup_retry(sidecar, str(sidecar.watch / POISONED[0]))
         worker.wait_until(lambda: POISONED[0] in {e["path"] for e in sidecar.events("backup")}, "the requested backup")
         refused = backup_retry(sidecar, "notes.txt")
+        await send_raw(kafka_bootstrap, f"hyperdata-sidecar-{sidecar.env['NODE_ID']}-sidecar-backup-attempts", {"kind": "nonsense"})
+        sidecar.wait_for_events("unknown_backup_attempt_record")
     finally:
         assert worker.stop() == 0
     assert {e["path"] for e in sidecar.events("backup")} & set(POISONED) == {POISONED[0]}
