@@ -100,28 +100,9 @@ class BackupWorker:
     async def attempt(self, manifest: SealManifest) -> None:
         """One try at backing ``manifest``'s file up; records the result and schedules what follows."""
         async with self._one_at_a_time:
+            if self._no_copy_needed(manifest):
+                return
             sidecar, path = self.sidecar, manifest.path
-            if isinstance(sidecar.sink, NoBackupSink):
-                sidecar.backups[path] = {"status": "disabled", "sink": sidecar.sink.name, "revision": manifest.revision}
-                return
-            cursor = self._cursor(path)
-            if cursor is not None and cursor.stage is CursorStage.REWRITTEN:
-                # The file shrank or changed after its seal: what the seal describes is gone for good.
-                self.schedule.end(path)
-                error = "the file changed after its seal (it shrank or its first bytes changed); the sealed content is gone"
-                sidecar.backups[path] = {
-                    "status": "failed", "sink": sidecar.sink.name, "reason": "hash_mismatch", "error": error,
-                    "revision": manifest.revision, "at": iso_utc(time.time()),
-                }
-                sidecar.log.warning("backup_not_possible", path=path, revision=manifest.revision, error=error)
-                return
-            if cursor is not None and superseded(cursor, manifest):
-                sidecar.log.info("backup_superseded", path=path, revision=manifest.revision)
-                return
-            known = sidecar.backups.get(path)
-            if known is not None and known.get("status") == "ok" and revision_of(known) >= manifest.revision:
-                self.schedule.end(path)
-                return
             started = time.monotonic()
             try:
                 existing = await sidecar.sink.find_existing(path, manifest.sha256)
@@ -140,6 +121,33 @@ class BackupWorker:
                 "backup", path=path, ref=ref, size=manifest.size, sha256=manifest.sha256, revision=manifest.revision,
                 attempts=tries, already_present=existing is not None, seconds=round(time.monotonic() - started, 3),
             )
+
+    def _no_copy_needed(self, manifest: SealManifest) -> bool:
+        """True (with the outcome recorded or logged) when ``manifest`` is not to be copied: backups
+        are disabled, the file changed after its seal, a later revision supersedes it, or it is done."""
+        sidecar, path = self.sidecar, manifest.path
+        if isinstance(sidecar.sink, NoBackupSink):
+            sidecar.backups[path] = {"status": "disabled", "sink": sidecar.sink.name, "revision": manifest.revision}
+            return True
+        cursor = self._cursor(path)
+        if cursor is not None and cursor.stage is CursorStage.REWRITTEN:
+            # The file shrank or changed after its seal: what the seal describes is gone for good.
+            self.schedule.end(path)
+            error = "the file changed after its seal (it shrank or its first bytes changed); the sealed content is gone"
+            sidecar.backups[path] = {
+                "status": "failed", "sink": sidecar.sink.name, "reason": "hash_mismatch", "error": error,
+                "revision": manifest.revision, "at": iso_utc(time.time()),
+            }
+            sidecar.log.warning("backup_not_possible", path=path, revision=manifest.revision, error=error)
+            return True
+        if cursor is not None and superseded(cursor, manifest):
+            sidecar.log.info("backup_superseded", path=path, revision=manifest.revision)
+            return True
+        known = sidecar.backups.get(path)
+        if known is not None and known.get("status") == "ok" and revision_of(known) >= manifest.revision:
+            self.schedule.end(path)
+            return True
+        return False
 
     def _cursor(self, path: str) -> FileCursor | None:
         stored = self.sidecar.offsets.get(path)

@@ -50,7 +50,7 @@ from hyperdata_sidecar.core.records import (
     dead_letter_partition,
     refusal_name,
 )
-from hyperdata_sidecar.core.seal import SealManifest, iso_utc, iso_to_epoch
+from hyperdata_sidecar.core.seal import SealManifest, iso_to_epoch, iso_utc
 from hyperdata_sidecar.core.splitter import Line, LineSplitter, OversizeLine
 from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.logs import EventLog
