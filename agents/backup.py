@@ -1,72 +1,194 @@
-"""The ``backup`` agent: copies each finalized file through the configured BackupSink, verified, with retries.
+"""The backup agents: each finalized revision of a file copied through the configured BackupSink, verified.
 
-Results live in the ``sidecar-backups`` table (status ``ok`` / ``failed`` / ``disabled``, attempts,
-last error). A failure is retried with backoff until it succeeds; only a source that no longer
-exists is given up on. The source is only ever read.
+One file's failing backup never holds up another's. A failed attempt is not waited out inside the
+agent's event: its next try is scheduled (:mod:`hyperdata_sidecar.core.backup_plan`), and a timer
+sends it, when due, to the internal backup-attempts topic, where the ``backup_attempts`` agent makes
+it. Attempts run one at a time (a lock), whichever agent makes them:
+
+- ``backup`` makes the first attempt for every rotation record;
+- ``backup_attempts`` makes the retries that are due, and the new series an operator asks for
+  with ``faust -A hyperdata_sidecar backup-retry PATH`` (which writes a request to the same topic).
+
+Results live in the ``sidecar-backups`` table (status ``ok`` / ``failed`` / ``parked`` /
+``disabled``, the file revision, tries, last reason and error). After BACKUP_MAX_TRIES failures in
+a row a file is *parked*: an error log line, ``hyperdata_sidecar_backups_parked`` and the status
+page say so, and it is tried again on the next start (the start hands every finalized file whose
+backup is not done to the agents again) or on request. A source that no longer exists is given up
+at once. Retry records carry the run id of the process that scheduled them; an earlier process's
+are skipped, since its restart already handed those files over again. An attempt for a revision
+that a later one replaces (the file grew after its seal) is skipped too, and a file that shrank or
+changed its first bytes after its seal is not tried at all (``failed`` at once, its sealed content
+is gone). The source is only ever read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from typing import TYPE_CHECKING, AsyncIterable
+from typing import TYPE_CHECKING, Any, AsyncIterable
+
+from aiokafka.errors import KafkaError
 
 from hyperdata_sidecar.agents.rotations import manifests
 from hyperdata_sidecar.backup import BackupError, NoBackupSink
-from hyperdata_sidecar.core.seal import SealManifest, iso_utc
+from hyperdata_sidecar.core.backup_plan import Outcome, RetrySchedule, after_failure, superseded
+from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
+from hyperdata_sidecar.core.seal import SealManifest, iso_utc, revision_of
 
 if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar
 
-MAX_BACKOFF_S = 60.0
+RETRY_TICK_S = 1.0  # how often due retries are looked for
 
 
-async def back_up(sidecar: Sidecar, manifest: SealManifest) -> None:
-    """Back ``manifest``'s file up until it succeeds (or its source is gone). Runs in the agent."""
-    path = manifest.path
-    if isinstance(sidecar.sink, NoBackupSink):
-        sidecar.backups[path] = {"status": "disabled", "sink": sidecar.sink.name}
-        return
-    known = sidecar.backups.get(path)
-    if known is not None and known.get("status") == "ok":
-        return
-    attempts = 0
-    delay = 1.0
-    while True:
-        attempts += 1
-        started = time.monotonic()
-        try:
-            existing = await sidecar.sink.find_existing(path, manifest.sha256)
-            ref = existing or await sidecar.sink.backup(
-                sidecar.settings.watch_dir / path, relpath=path, sha256=manifest.sha256
-            )
-        except BackupError as exc:
-            sidecar.metrics.backup_result("failed")
-            sidecar.backups[path] = {
-                "status": "failed", "sink": sidecar.sink.name, "attempts": attempts,
-                "reason": exc.reason, "error": str(exc), "at": iso_utc(time.time()),
-            }
-            sidecar.log.warning("backup_failed", path=path, attempt=attempts, reason=exc.reason, error=str(exc), retry_in_s=delay)
-            if exc.reason == "source_missing":
+class BackupWorker:
+    """Makes backup attempts for one sidecar and schedules the retries of the failed ones."""
+
+    def __init__(self, sidecar: Sidecar) -> None:
+        self.sidecar = sidecar
+        self.schedule = RetrySchedule()
+        self._one_at_a_time = asyncio.Lock()
+
+    # ------------------------------------------------------------------ records of the attempts topic
+
+    async def handle(self, record: dict[str, Any]) -> None:
+        """One record of the backup-attempts topic (runs in the ``backup_attempts`` agent)."""
+        kind = record.get("kind")
+        if kind == "request":
+            await self.requested(str(record.get("path", "")))
+            return
+        if kind == "retry":
+            if record.get("run") != self.sidecar.run_id:
+                return  # an earlier process's: its restart handed the file over again
+            try:
+                manifest = SealManifest.from_json(str(record.get("manifest", "")).encode())
+            except ValueError:
+                pass
+            else:
+                await self.attempt(manifest)
                 return
-            if not await sidecar.pause(delay):
-                return  # stopping: the rotation is handed over again on the next start
-            delay = min(delay * 2, MAX_BACKOFF_S)
-            continue
-        sidecar.metrics.backup_result("noop" if existing else "ok")
+        self.sidecar.log.warning("unknown_backup_attempt_record", record=str(record)[:200])
+
+    async def requested(self, path: str) -> None:
+        """An operator asked for a new series of tries of ``path`` (the ``backup-retry`` command)."""
+        sidecar = self.sidecar
+        cursor = self._cursor(path)
+        manifest = manifest_from_cursor(cursor, sidecar.settings.node_id) if cursor is not None else None
+        if manifest is None:
+            stage = cursor.stage.value if cursor is not None else "not tracked"
+            sidecar.log.warning("backup_retry_refused", path=path, reason=f"not a finalized file ({stage})")
+            return
+        sidecar.log.info("backup_retry_requested", path=path, revision=manifest.revision)
+        self.schedule.end(path)
+        await self.attempt(manifest)
+
+    async def send_due(self) -> None:
+        """Send the retries that are due to the attempts topic (called by a timer)."""
+        sidecar = self.sidecar
+        for manifest in self.schedule.due(time.monotonic()):
+            try:
+                await sidecar.backup_attempts_topic.send(
+                    key=manifest.path, value={"kind": "retry", "run": sidecar.run_id, "manifest": manifest.to_json().decode()}
+                )
+            except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+                self.schedule.retry(manifest, time.monotonic() + RETRY_TICK_S)
+                sidecar.log.limited(logging.WARNING, "backup_retry_not_sent", manifest.path, 60.0, path=manifest.path, error=str(exc))
+
+    # ------------------------------------------------------------------ one attempt
+
+    async def attempt(self, manifest: SealManifest) -> None:
+        """One try at backing ``manifest``'s file up; records the result and schedules what follows."""
+        async with self._one_at_a_time:
+            if self._no_copy_needed(manifest):
+                return
+            sidecar, path = self.sidecar, manifest.path
+            started = time.monotonic()
+            try:
+                existing = await sidecar.sink.find_existing(path, manifest.sha256)
+                ref = existing or await sidecar.sink.backup(sidecar.settings.watch_dir / path, relpath=path, sha256=manifest.sha256)
+            except BackupError as exc:
+                self._failed(manifest, exc)
+                return
+            tries = self.schedule.tries(path, manifest.revision) + 1
+            self.schedule.end(path)
+            sidecar.metrics.backup_result("noop" if existing else "ok")
+            sidecar.backups[path] = {
+                "status": "ok", "sink": sidecar.sink.name, "attempts": tries, "ref": ref,
+                "sha256": manifest.sha256, "revision": manifest.revision, "at": iso_utc(time.time()),
+            }
+            sidecar.log.info(
+                "backup", path=path, ref=ref, size=manifest.size, sha256=manifest.sha256, revision=manifest.revision,
+                attempts=tries, already_present=existing is not None, seconds=round(time.monotonic() - started, 3),
+            )
+
+    def _no_copy_needed(self, manifest: SealManifest) -> bool:
+        """True (with the outcome recorded or logged) when ``manifest`` is not to be copied: backups
+        are disabled, the file changed after its seal, a later revision supersedes it, or it is done."""
+        sidecar, path = self.sidecar, manifest.path
+        if isinstance(sidecar.sink, NoBackupSink):
+            sidecar.backups[path] = {"status": "disabled", "sink": sidecar.sink.name, "revision": manifest.revision}
+            return True
+        cursor = self._cursor(path)
+        if cursor is not None and cursor.stage is CursorStage.REWRITTEN:
+            # The file shrank or changed after its seal: what the seal describes is gone for good.
+            self.schedule.end(path)
+            error = "the file changed after its seal (it shrank or its first bytes changed); the sealed content is gone"
+            sidecar.backups[path] = {
+                "status": "failed", "sink": sidecar.sink.name, "reason": "hash_mismatch", "error": error,
+                "revision": manifest.revision, "at": iso_utc(time.time()),
+            }
+            sidecar.log.warning("backup_not_possible", path=path, revision=manifest.revision, error=error)
+            return True
+        if cursor is not None and superseded(cursor, manifest):
+            sidecar.log.info("backup_superseded", path=path, revision=manifest.revision)
+            return True
+        known = sidecar.backups.get(path)
+        if known is not None and known.get("status") == "ok" and revision_of(known) >= manifest.revision:
+            self.schedule.end(path)
+            return True
+        return False
+
+    def _cursor(self, path: str) -> FileCursor | None:
+        stored = self.sidecar.offsets.get(path)
+        return FileCursor.from_record(stored) if stored is not None else None
+
+    def _failed(self, manifest: SealManifest, exc: BackupError) -> None:
+        sidecar, path = self.sidecar, manifest.path
+        tries = self.schedule.failed(manifest)
+        step = after_failure(tries, exc.reason, sidecar.settings.backup_max_tries)
+        sidecar.metrics.backup_result("failed")
         sidecar.backups[path] = {
-            "status": "ok", "sink": sidecar.sink.name, "attempts": attempts, "ref": ref,
-            "sha256": manifest.sha256, "at": iso_utc(time.time()),
+            "status": "parked" if step.outcome is Outcome.PARK else "failed", "sink": sidecar.sink.name,
+            "attempts": tries, "reason": exc.reason, "error": str(exc), "revision": manifest.revision, "at": iso_utc(time.time()),
         }
-        sidecar.log.info(
-            "backup", path=path, ref=ref, size=manifest.size, sha256=manifest.sha256,
-            attempts=attempts, already_present=existing is not None, seconds=round(time.monotonic() - started, 3),
-        )
-        return
+        if step.outcome is Outcome.RETRY:
+            self.schedule.retry(manifest, time.monotonic() + step.delay_s)
+            sidecar.log.warning("backup_failed", path=path, attempt=tries, reason=exc.reason, error=str(exc), retry_in_s=step.delay_s)
+            return
+        self.schedule.end(path)
+        if step.outcome is Outcome.PARK:
+            sidecar.log.error(
+                "backup_parked", path=path, attempts=tries, reason=exc.reason, error=str(exc),
+                retry=f"on the next start, or: faust -A hyperdata_sidecar backup-retry {path}",
+            )
+        else:
+            sidecar.log.warning("backup_failed", path=path, attempt=tries, reason=exc.reason, error=str(exc), retry_in_s=None)
 
 
 def install_backup_agent(sidecar: Sidecar) -> None:
+    worker = BackupWorker(sidecar)
+
     @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.backup")
     async def back_up_files(rotations: AsyncIterable[bytes]) -> None:
         async for manifest in manifests(sidecar, rotations):
-            await back_up(sidecar, manifest)
+            await worker.attempt(manifest)
+
+    @sidecar.app.agent(sidecar.backup_attempts_topic, name="hyperdata_sidecar.backup_attempts")
+    async def back_up_again(records: AsyncIterable[dict[str, Any]]) -> None:
+        async for record in records:
+            await worker.handle(record)
+
+    @sidecar.app.timer(RETRY_TICK_S, name="hyperdata_sidecar.backup_retries")
+    async def send_due_retries() -> None:
+        await worker.send_due()

@@ -1,14 +1,15 @@
-"""The ``seal`` agent: one seal record per finalized hour file on the seal topic, never two.
+"""The ``seal`` agent: one seal record per finalized revision of an hour file on the seal topic, never two.
 
-The ``sidecar-seals`` table says which files are sealed. It is written after the broker acked the
-seal, so a crash between the two leaves a seal the table does not know; the first seal after a
-start therefore also reads the seal topic once (:class:`PublishedSeals`) and skips files already there.
+The ``sidecar-seals`` table says which files are sealed, and at which revision. It is written after
+the broker acked the seal, so a crash between the two leaves a seal the table does not know; the
+first seal after a start therefore also reads the seal topic once (:class:`PublishedSeals`) and
+skips revisions already there. A file that grew after its seal comes back with a higher revision
+and is sealed again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 from typing import TYPE_CHECKING, AsyncIterable
@@ -19,7 +20,7 @@ from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
 
 from hyperdata_sidecar.agents.rotations import manifests
-from hyperdata_sidecar.core.seal import SealManifest, iso_utc
+from hyperdata_sidecar.core.seal import SealManifest, iso_to_epoch, iso_utc, revision_of
 
 if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar
@@ -30,22 +31,24 @@ SEAL_TOPIC_READ_TIMEOUT_S = 60.0  # reading the seal topic once; a broker outage
 
 
 class PublishedSeals:
-    """The paths this node already sealed, as the seal topic itself records them (read once)."""
+    """The latest revision of each path this node already sealed, as the seal topic itself records
+    them (read once)."""
 
     def __init__(self, sidecar: Sidecar) -> None:
         self._sidecar = sidecar
-        self._paths: set[str] | None = None
+        self._revisions: dict[str, int] | None = None
 
     async def contains(self, manifest: SealManifest) -> bool:
-        if self._paths is None:
-            self._paths = await self._read_topic()
-        return manifest.path in self._paths
+        """True when the topic holds a seal of ``manifest``'s path at its revision or a later one."""
+        if self._revisions is None:
+            self._revisions = await self._read_topic()
+        return self._revisions.get(manifest.path, 0) >= manifest.revision
 
     def add(self, manifest: SealManifest) -> None:
-        if self._paths is not None:
-            self._paths.add(manifest.path)
+        if self._revisions is not None:
+            self._revisions[manifest.path] = max(self._revisions.get(manifest.path, 0), manifest.revision)
 
-    async def _read_topic(self) -> set[str]:
+    async def _read_topic(self) -> dict[str, int]:
         settings = self._sidecar.settings
         consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False, **settings.security.client_kwargs()
@@ -58,7 +61,7 @@ class PublishedSeals:
             for tp, offset in (await consumer.beginning_offsets(partitions)).items():
                 consumer.seek(tp, offset)
             end = await consumer.end_offsets(partitions)
-            paths: set[str] = set()
+            revisions: dict[str, int] = {}
             while [tp for tp in partitions if await consumer.position(tp) < end[tp]]:
                 batches = await consumer.getmany(*partitions, timeout_ms=1000)
                 for records in batches.values():
@@ -68,16 +71,17 @@ class PublishedSeals:
                         except ValueError:
                             continue
                         if seal.node == settings.node_id:
-                            paths.add(seal.path)
-            return paths
+                            revisions[seal.path] = max(revisions.get(seal.path, 0), seal.revision)
+            return revisions
         finally:
             await consumer.stop()
 
 
 async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManifest) -> None:
-    """Publish the seal of ``manifest`` unless it exists; record it in the seals table. Runs in the agent."""
-    if manifest.path in sidecar.seals:
-        sidecar.log.info("seal_already_recorded", path=manifest.path)
+    """Publish the seal of ``manifest`` unless it (or a later revision) exists; record it in the seals
+    table. Runs in the agent."""
+    if revision_of(sidecar.seals.get(manifest.path)) >= manifest.revision:
+        sidecar.log.info("seal_already_recorded", path=manifest.path, revision=manifest.revision)
         return
     while not sidecar.connected.is_set():
         if not await sidecar.pause(STOP_CHECK_S):
@@ -86,10 +90,10 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
     while True:
         try:
             if await asyncio.wait_for(published.contains(manifest), SEAL_TOPIC_READ_TIMEOUT_S):
-                sidecar.log.info("seal_found_on_topic", path=manifest.path)
+                sidecar.log.info("seal_found_on_topic", path=manifest.path, revision=manifest.revision)
             else:
                 await sidecar.dataplane.send(sidecar.settings.topic_seals, manifest.key.encode(), manifest.to_json())
-                latency = time.time() - _epoch(manifest.finalized_at)
+                latency = time.time() - (iso_to_epoch(manifest.finalized_at) or time.time())
                 sidecar.metrics.seal_emitted(manifest.table, latency)
                 sidecar.log.info(
                     "seal",
@@ -100,6 +104,8 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
                     block_range=manifest.block_range,
                     lines=manifest.lines,
                     dlq_lines=manifest.dlq_lines,
+                    revision=manifest.revision,
+                    block_regressions=manifest.block_regressions,
                     seal_lag_s=round(latency, 3),
                 )
             break
@@ -113,10 +119,6 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
             delay = min(delay * 2, MAX_BACKOFF_S)
     published.add(manifest)
     sidecar.seals[manifest.path] = {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
-
-
-def _epoch(iso: str) -> float:
-    return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def install_seal_agent(sidecar: Sidecar) -> None:

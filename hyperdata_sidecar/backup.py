@@ -172,10 +172,7 @@ class LocalBackupSink(BackupSink):
 
     def _backup(self, local_path: Path, relpath: str, sha256: str) -> str:
         parts = normalize_relpath(relpath)
-        try:
-            src_fd = os.open(local_path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as err:
-            raise _error(err, on_source=True, what=f"cannot open source {local_path}") from err
+        src_fd = _open_source(local_path)
         try:
             try:
                 dir_fd = self._open_target_dir(parts[:-1], create=True)
@@ -265,6 +262,22 @@ def _is_symlink(dir_fd: int, name: str) -> bool:
 
 
 # -- copy and verify --------------------------------------------------------------------------
+
+
+def _open_source(local_path: Path) -> int:
+    """The hour file opened for reading. Something else now at its name (a symlink, which is not
+    followed; a pipe, which is not waited on; a directory) is ``source_missing``: the file is gone."""
+    try:
+        fd = os.open(local_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise BackupError("source_missing", f"{local_path} is a symlink now, not the hour file") from err
+        raise _error(err, on_source=True, what=f"cannot open source {local_path}") from err
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BackupError("source_missing", f"{local_path} is no longer a regular file")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _matching_copy(dir_fd: int, name: str, sha256: str, relpath: str) -> bool:

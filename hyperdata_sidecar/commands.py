@@ -1,4 +1,4 @@
-"""The commands of the sidecar app: ``faust -A hyperdata_sidecar topics | files | generate | replay | verify``.
+"""The commands of the sidecar app: ``faust -A hyperdata_sidecar topics | files | backup-retry | generate | replay | verify``.
 
 A thin layer: options in, one call into ``hyperdata_sidecar.tools``, a summary out. Each command
 runs on its own event loop (no Faust worker is started), prints an error as one line on stderr
@@ -21,10 +21,12 @@ from typing import Any, ClassVar, NoReturn
 
 import click
 import faust
-from faust.cli import option
+from faust.cli import argument, option
 from faust.cli.base import AppCommand
 
 from hyperdata_sidecar.config import load_settings
+from hyperdata_sidecar.plugin import backup_attempts_topic_name
+from hyperdata_sidecar.tools.backup_retry import request_backup_retry, watched_relpath
 from hyperdata_sidecar.topics import apply_contract, load_contract
 from hyperdata_sidecar.tools.generate import BAD_KINDS, generate_corpus, parse_start
 from hyperdata_sidecar.tools.replay import replay as run_replay
@@ -123,7 +125,7 @@ def parse_speed(text: str | None) -> float | None:
 
 
 def install_commands(app: faust.App) -> None:
-    """Register the ``topics``, ``files``, ``generate``, ``replay`` and ``verify`` commands on ``app``."""
+    """Register the ``topics``, ``files``, ``backup-retry``, ``generate``, ``replay`` and ``verify`` commands on ``app``."""
 
     @app.command(base=ToolCommand)
     async def topics(self: ToolCommand) -> int:
@@ -157,6 +159,23 @@ def install_commands(app: faust.App) -> None:
                 f"{row['path']:48} {row['state']:14} {row['offset']:>14,} {row['size']:>14,} "
                 f"{row['lag_bytes']:>10,} {row['lines']:>10,} {row['dlq_lines']:>6,}"
             )
+        return 0
+
+    @app.command(argument("path"), base=ToolCommand)
+    async def backup_retry(self: ToolCommand, path: str) -> int:
+        """Ask the worker for a new series of BACKUP_MAX_TRIES backup tries of PATH (a parked backup).
+
+        PATH is an hour file relative to WATCH_DIR, as /sidecar/files/ lists it, or its absolute
+        path. The request goes to the worker's internal backup-attempts topic in Kafka, so it is
+        served as soon as the worker (of this NODE_ID) runs; its log then says backup_retry_requested
+        and backup, backup_failed or backup_parked. Exit 2 when PATH names no hour file or no worker
+        of this NODE_ID ever ran.
+        """
+        settings = load_settings()
+        relpath = watched_relpath(path, settings.watch_dir)
+        topic = backup_attempts_topic_name(self.app.conf.id)
+        await request_backup_retry(settings.kafka_bootstrap, topic, relpath, settings.security.client_kwargs())
+        print(f"asked {self.app.conf.id} to back up {relpath} again (through {topic})")
         return 0
 
     @app.command(

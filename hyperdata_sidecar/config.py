@@ -36,9 +36,11 @@ DEFAULTS: dict[str, str] = {
     "MAX_LINE_BYTES": "8388608",
     "INITIAL_POSITION": "beginning",
     "SEAL_GRACE_MS": "3000",
+    "LATE_APPEND_WATCH_S": "7200",
     "STATE_PATH": "/state",
     "BACKUP_SINK": "local",
     "BACKUP_DIR": "/backups",
+    "BACKUP_MAX_TRIES": "20",
     "NODE_ID": "",
     "WEB_BIND": "0.0.0.0",
     "WEB_PORT": "6066",
@@ -132,9 +134,11 @@ class Settings:
     max_line_bytes: int
     initial_position: str
     seal_grace_s: float
+    late_append_watch_s: float
     state_path: Path
     backup_sink: str
     backup_dir: Path
+    backup_max_tries: int
     node_id: str
     web_bind: str
     web_port: int
@@ -169,9 +173,11 @@ class Settings:
             "max_line_bytes": self.max_line_bytes,
             "initial_position": self.initial_position,
             "seal_grace_ms": round(self.seal_grace_s * 1000),
+            "late_append_watch_s": round(self.late_append_watch_s),
             "state_path": str(self.state_path),
             "backup_sink": self.backup_sink,
             "backup_dir": str(self.backup_dir),
+            "backup_max_tries": self.backup_max_tries,
             "node_id": self.node_id,
             "web": f"{self.web_bind}:{self.web_port}",
             "security_protocol": self.security.protocol,
@@ -230,9 +236,11 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         max_line_bytes=_positive_int(raw, "MAX_LINE_BYTES"),
         initial_position=_choice(raw, "INITIAL_POSITION", INITIAL_POSITIONS),
         seal_grace_s=_non_negative_int(raw, "SEAL_GRACE_MS") / 1000,
+        late_append_watch_s=float(_non_negative_int(raw, "LATE_APPEND_WATCH_S")),
         state_path=Path(_nonempty(raw, "STATE_PATH")),
         backup_sink=_backup_sink(raw),
         backup_dir=Path(_nonempty(raw, "BACKUP_DIR")),
+        backup_max_tries=_positive_int(raw, "BACKUP_MAX_TRIES"),
         node_id=_node_id(raw["NODE_ID"]),
         web_bind=_nonempty(raw, "WEB_BIND"),
         web_port=_port(raw, "WEB_PORT"),

@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
 SLICE_BYTES = 8 * 1024 * 1024
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """Blocking: ``path`` opened for reading, only if it is a regular file.
+
+    A symlink, pipe or device swapped in for an hour file is refused with ``OSError`` (a link is
+    not followed; a pipe is not waited on, because the open does not block).
+    """
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class RunningDigest:
@@ -31,7 +53,7 @@ class RunningDigest:
         Raises ``OSError`` if the file cannot be read, ``EOFError`` if it is shorter than ``end``.
         """
         stop = end if budget is None else min(end, self.upto + budget)
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             f.seek(self.upto)
             while self.upto < stop:
                 data = f.read(min(SLICE_BYTES, stop - self.upto))
@@ -46,7 +68,7 @@ class RunningDigest:
 
 def read_chunk(path: Path, offset: int, length: int, digest: RunningDigest) -> bytes:
     """Blocking: read up to ``length`` bytes at ``offset`` and feed them to ``digest``."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         f.seek(offset)
         data = f.read(length)
     digest.feed(offset, data)
@@ -55,7 +77,7 @@ def read_chunk(path: Path, offset: int, length: int, digest: RunningDigest) -> b
 
 def read_head(path: Path, length: int) -> bytes:
     """Blocking: the first ``length`` bytes of ``path`` (fewer if it is shorter)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         return f.read(length)
 
 
@@ -65,7 +87,7 @@ def last_line_start(path: Path, size: int, window: int) -> int:
     Returns 0 when there is none (the whole window is one line still being written).
     """
     start = max(0, size - window)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         f.seek(start)
         data = f.read(size - start)
     newline = data.rfind(b"\n")
@@ -74,7 +96,7 @@ def last_line_start(path: Path, size: int, window: int) -> int:
 
 def read_range(path: Path, start: int, end: int) -> bytes:
     """Blocking: bytes ``[start, end)`` of ``path``; raises ``EOFError`` if the file is shorter."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         f.seek(start)
         data = f.read(end - start)
     if len(data) != end - start:

@@ -21,6 +21,7 @@ from hyperdata_sidecar.core.tables import TABLES
 
 PREFIX = "hyperdata_sidecar_"
 BACKUP_RESULTS = ("ok", "noop", "failed")
+REWRITE_REASONS = ("truncated", "replaced")
 
 POLL_CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # From a running digest (milliseconds) to a full re-hash of a 50 GB file after a restart (minutes).
@@ -147,14 +148,33 @@ class SidecarMetrics:
         self._ready = gauge(
             "ready", "1 when tables are recovered, the producer connected and WATCH_DIR readable."
         )
+        self._read_failures = counter(
+            "read_failures_total", "Polls of a table that failed to read its hour files (the table keeps its position).", table
+        )
+        self._late_appends = counter("late_appends_total", "Sealed hour files found grown (each gets a new seal revision).", table)
+        self._rewritten = counter(
+            "sealed_files_rewritten_total", "Sealed hour files found shorter or with other first bytes (no longer read).",
+            ("table", "reason"),
+        )
+        self._regressions = counter(
+            "block_regressions_total", "Lines whose block_number is lower than the previous line's of the table.", table
+        )
+        self._backups_parked = gauge(
+            "backups_parked", "Files whose backup failed BACKUP_MAX_TRIES times and waits for a restart or backup-retry."
+        )
 
     def _track(self, table: str) -> None:
         """Create ``table``'s series, including the lag gauges computed at scrape time."""
         if table in self._tables:
             return
         self._tables.add(table)
-        for metric in (self._lines, self._bytes, self._seals, self._truncated, self._files_tailed):
+        for metric in (
+            self._lines, self._bytes, self._seals, self._truncated, self._files_tailed,
+            self._read_failures, self._late_appends, self._regressions,
+        ):
             metric.labels(table)
+        for reason in REWRITE_REASONS:
+            self._rewritten.labels(table, reason)
         self._poll_cycle.labels(table)
         self._publish_lag.labels(table).set_function(
             lambda: self._lag_since(self._newest_block_time.get(table))
@@ -207,6 +227,20 @@ class SidecarMetrics:
     def state_persist_failed(self) -> None:
         self._persist_failures.inc()
 
+    def read_failed(self, table: str) -> None:
+        self._read_failures.labels(table).inc()
+
+    def block_regression(self, table: str) -> None:
+        self._regressions.labels(table).inc()
+
+    def late_append(self, table: str) -> None:
+        self._late_appends.labels(table).inc()
+
+    def sealed_file_rewritten(self, table: str, reason: str) -> None:
+        if reason not in REWRITE_REASONS:
+            raise ValueError(f"rewrite reason must be one of {REWRITE_REASONS}, not {reason!r}")
+        self._rewritten.labels(table, reason).inc()
+
     # -- producer and health ---------------------------------------------------------------
 
     def producer_error(self, kind: str) -> None:
@@ -237,6 +271,9 @@ class SidecarMetrics:
         if result not in BACKUP_RESULTS:
             raise ValueError(f"backup result must be one of {BACKUP_RESULTS}, not {result!r}")
         self._backups.labels(result).inc()
+
+    def set_backups_parked(self, count: int) -> None:
+        self._backups_parked.set(count)
 
     # -- reading back (for the status page and JSON views) --------------------------------
 

@@ -23,7 +23,8 @@ from mode import Service
 from hyperdata_sidecar.backup import make_sink
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
-from hyperdata_sidecar.core.seal import SealManifest, iso_utc
+from hyperdata_sidecar.core.records import Regression
+from hyperdata_sidecar.core.seal import SealManifest, iso_utc, revision_of
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
 from hyperdata_sidecar import metadata_backoff
@@ -38,7 +39,7 @@ JSON_SCHEMA = dict(key_type=str, key_serializer="json", value_serializer="json")
 CONNECT_MAX_BACKOFF_S = 30.0
 STOP_CHECK_S = 0.5  # how soon a back-off notices that the worker is stopping
 CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
-LOST_FILES_SHOWN = 20  # lost files kept for the status page
+LOST_FILES_SHOWN = 20  # lost files kept for the status page (and as many late appends and rewritten sealed files)
 
 
 class Sidecar:
@@ -58,6 +59,9 @@ class Sidecar:
         self.rotations_topic = app.topic(
             f"{prefix}-sidecar-rotations", partitions=1, internal=True, key_serializer="json", value_serializer="raw"
         )
+        self.backup_attempts_topic = app.topic(
+            backup_attempts_topic_name(prefix), partitions=1, internal=True, key_serializer="json", value_serializer="json"
+        )
         schema = faust.Schema(**JSON_SCHEMA)
         self.offsets = app.Table("sidecar-offsets", partitions=1, store="rocksdb://", schema=schema, help="per-file tail state")
         self.seals = app.Table("sidecar-seals", partitions=1, store="rocksdb://", schema=schema, help="sealed hour files")
@@ -67,9 +71,14 @@ class Sidecar:
         self.synced = False
         self.broker_connected = False
         self.started_at = time.time()
+        self.run_id = uuid.uuid4().hex  # this process's backup attempt records carry it
         self.holds: dict[str, str] = {}  # table -> why it cannot publish now
+        self.unreadable: dict[str, str] = {}  # table -> the error of its last poll, while its polls fail
         self.broker_wait: str | None = None  # while the worker waits for the broker at start: why
         self.lost: deque[dict[str, Any]] = deque(maxlen=LOST_FILES_SHOWN)
+        self.late_appends: deque[dict[str, Any]] = deque(maxlen=LOST_FILES_SHOWN)
+        self.rewritten: deque[dict[str, Any]] = deque(maxlen=LOST_FILES_SHOWN)
+        self.regressions: dict[str, dict[str, Any]] = {}  # table -> how many since start, and the last one
         self._sync_lock = asyncio.Lock()
         self._barriers: dict[str, asyncio.Future] = {}
 
@@ -94,13 +103,37 @@ class Sidecar:
     async def forget(self, path: str) -> None:
         await self.progress_topic.send(key=path, value={"kind": "forget", "path": path})
 
-    def sealed(self, path: str) -> bool:
-        return path in self.seals
+    def sealed(self, path: str, revision: int) -> bool:
+        return revision_of(self.seals.get(path)) >= revision
 
     def file_lost(self, table: str, path: str, reason: str, published_to: int, size_seen: int) -> None:
         self.metrics.file_lost(table)
         self.lost.append({"path": path, "reason": reason, "published_to": published_to, "size_seen": size_seen, "at": iso_utc(time.time())})
         self.log.error("file_lost", table=table, path=path, reason=reason, published_to=published_to, size_seen=size_seen)
+
+    def block_regression(self, table: str, path: str, regression: Regression) -> None:
+        self.metrics.block_regression(table)
+        seen = self.regressions.get(table, {}).get("count", 0) + 1
+        self.regressions[table] = {
+            "count": seen, "path": path, "offset": regression.offset, "previous": regression.previous,
+            "block": regression.block, "epoch": regression.epoch, "at": iso_utc(time.time()),
+        }
+        self.log.limited(
+            logging.WARNING, "block_regression", table, 10.0, table=table, path=path, offset=regression.offset,
+            previous_block=regression.previous, block=regression.block, epoch=regression.epoch, since_start=seen,
+        )
+
+    def late_append(self, table: str, path: str, revision: int, sealed_size: int, size: int) -> None:
+        self.metrics.late_append(table)
+        self.late_appends.append(
+            {"path": path, "revision": revision, "sealed_size": sealed_size, "size": size, "at": iso_utc(time.time())}
+        )
+        self.log.error("late_append", table=table, path=path, sealed_size=sealed_size, size=size, revision=revision)
+
+    def sealed_file_rewritten(self, table: str, path: str, reason: str, sealed_size: int, size: int) -> None:
+        self.metrics.sealed_file_rewritten(table, reason)
+        self.rewritten.append({"path": path, "reason": reason, "sealed_size": sealed_size, "size": size, "at": iso_utc(time.time())})
+        self.log.error("sealed_file_rewritten", table=table, path=path, reason=reason, sealed_size=sealed_size, size=size)
 
     def hold(self, table: str, reason: str | None) -> None:
         if reason is None:
@@ -204,8 +237,16 @@ class Sidecar:
             await self.tailers[table].tick()
         except Abandoned:
             return
-        except OSError as exc:
-            self.log.limited(logging.ERROR, "tick_failed", table, 10.0, table=table, error=f"{type(exc).__name__}: {exc}")
+        except (OSError, EOFError) as exc:
+            # A file the sidecar cannot read (permissions, a race with a rename, a file cut short
+            # while it was being hashed): the table keeps its position, is not ready, and tries
+            # again at the next poll, which sees what became of the file.
+            error = f"{type(exc).__name__}: {exc}"
+            self.metrics.read_failed(table)
+            self.unreadable[table] = error
+            self.log.limited(logging.ERROR, "tick_failed", table, 10.0, table=table, error=error)
+            return
+        self.unreadable.pop(table, None)
 
     async def _sync(self) -> None:
         """Wait until every checkpoint sent before this process started is in the offsets table."""
@@ -233,16 +274,19 @@ class Sidecar:
             )
 
     async def _resend_rotations(self, cursors: Iterable[FileCursor]) -> None:
-        """Hand finalized files whose seal or backup is not recorded to the agents again.
+        """Hand finalized files whose seal or backup of their latest revision is not recorded to the
+        agents again.
 
-        Covers every crash window between finalization and the agents' table writes; the agents skip
-        files that turn out to be sealed or backed up already.
+        Covers every crash window between finalization and the agents' table writes, and gives every
+        failed or parked backup a new series of tries; the agents skip files that turn out to be
+        sealed or backed up already.
         """
         for cursor in cursors:
             if cursor.stage is not CursorStage.FINALIZED:
                 continue
             backup = self.backups.get(cursor.path) or {}
-            if cursor.path in self.seals and backup.get("status") in ("ok", "disabled"):
+            backed_up = backup.get("status") in ("ok", "disabled") and revision_of(backup) >= cursor.revision
+            if self.sealed(cursor.path, cursor.revision) and backed_up:
                 continue
             manifest = manifest_from_cursor(cursor, self.settings.node_id)
             if manifest is not None:
@@ -268,6 +312,11 @@ class Sidecar:
             self.log.warning("unknown_progress_record", record=str(record)[:200])
 
 
+def backup_attempts_topic_name(app_id: str) -> str:
+    """The internal topic of backup attempts of the app ``app_id`` (the ``backup-retry`` command writes to it too)."""
+    return f"{app_id}-sidecar-backup-attempts"
+
+
 class SidecarRuntime(Service):
     """Connects the data plane once the app is up (tables recovered) and closes it on shutdown."""
 
@@ -291,9 +340,10 @@ def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
 
     Called once per app, before the worker starts. Also installs, once per process, a pause after a
     failed aiokafka metadata refresh (:mod:`hyperdata_sidecar.metadata_backoff`). Registers: the
-    internal progress and rotation topics, the ``sidecar-offsets``/``sidecar-seals``/``sidecar-backups`` RocksDB tables, one polling
-    loop per node table, the ``progress``/``seal``/``backup`` agents, the runtime service and the web
-    pages. ``settings`` defaults to :func:`load_settings` (``faust.ini`` + environment).
+    internal progress, rotation and backup-attempt topics, the
+    ``sidecar-offsets``/``sidecar-seals``/``sidecar-backups`` RocksDB tables, one polling loop per node
+    table, the ``progress``/``seal``/``backup``/``backup_attempts`` agents and the timer that sends
+    backup retries when they are due, the runtime service and the web pages. ``settings`` defaults to :func:`load_settings` (``faust.ini`` + environment).
     Raises ``RuntimeError`` if the app already has a sidecar, :class:`ConfigError` on bad settings.
     """
     from hyperdata_sidecar.agents import install_agents

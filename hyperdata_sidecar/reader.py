@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -35,11 +36,15 @@ class HourFileReader:
         self.changed = False  # the last stat() saw another size than the one before
 
     def stat(self) -> int | None:
-        """The file's size now, or None if it is gone. Notes growth for the finalization grace."""
+        """The file's size now, or None if it is gone or no longer a regular file (a link, pipe or
+        directory in its place is not followed). Notes growth for the finalization grace."""
         try:
-            size = os.stat(self.path).st_size
-        except FileNotFoundError:
+            found = os.stat(self.path, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        if not stat.S_ISREG(found.st_mode):
+            return None
+        size = found.st_size
         self.changed = size != self.last_size
         if self.changed:
             self.last_size, self.last_growth_at = size, time.monotonic()

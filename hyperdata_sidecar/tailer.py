@@ -7,6 +7,13 @@ the previous one is finalized, which keeps ``seq_in_block`` exact when a block s
 Each file is read by an :class:`~hyperdata_sidecar.reader.HourFileReader` and turned into records
 by the core's :class:`~hyperdata_sidecar.core.records.RecordWriter`.
 
+A finalized file stays watched for LATE_APPEND_WATCH_S after its seal, one ``stat`` per poll. If it
+grows, the late lines are published (ids continuing the file's own sequence, tagged
+``|late-<date>-<hour>``: the next hour file already continued the table's stream from the file's
+first end) and the file is finalized again, a new revision with a seal of its own. This does not
+hold the current file back. A sealed file that shrinks or whose first bytes change is reported and
+no longer read.
+
 A table's read → produce → report → checkpoint path shares no mutable state with the other
 tables' (the producer is thread-safe and orders records per partition), so a tailer could run in a
 process of its own. The tailer never writes Faust tables itself; it hands checkpoints and rotation
@@ -30,10 +37,12 @@ from hyperdata_sidecar.core.finalization import is_finalized
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.lineinfo import block_time_of
 from hyperdata_sidecar.core.records import (
+    SEQ_START,
     Collector,
     CycleAcks,
     Record,
     RecordWriter,
+    Regression,
     Routes,
     SeqState,
     Tally,
@@ -41,7 +50,7 @@ from hyperdata_sidecar.core.records import (
     dead_letter_partition,
     refusal_name,
 )
-from hyperdata_sidecar.core.seal import SealManifest, iso_utc
+from hyperdata_sidecar.core.seal import SealManifest, iso_to_epoch, iso_utc
 from hyperdata_sidecar.core.splitter import Line, LineSplitter, OversizeLine
 from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.logs import EventLog
@@ -86,11 +95,20 @@ class TailerHost(Protocol):
     async def forget(self, path: str) -> None:
         """Drop every piece of state about ``path`` (the file is gone)."""
 
-    def sealed(self, path: str) -> bool:
-        """True once the seal of ``path`` is recorded."""
+    def sealed(self, path: str, revision: int) -> bool:
+        """True once the seal of ``path`` at ``revision`` (or a later one) is recorded."""
 
     def file_lost(self, table: str, path: str, reason: str, published_to: int, size_seen: int) -> None:
         """``path`` was deleted before its lines were all published, or before its seal."""
+
+    def block_regression(self, table: str, path: str, regression: Regression) -> None:
+        """A line of ``path`` (delivered) has a lower block than the table's previous line."""
+
+    def late_append(self, table: str, path: str, revision: int, sealed_size: int, size: int) -> None:
+        """``path`` grew from ``sealed_size`` to ``size`` after its seal; ``revision`` will seal it again."""
+
+    def sealed_file_rewritten(self, table: str, path: str, reason: str, sealed_size: int, size: int) -> None:
+        """``path`` was ``"truncated"`` or ``"replaced"`` after its seal; it is no longer read."""
 
     def hold(self, table: str, reason: str | None) -> None:
         """The table cannot publish (``reason``) and keeps its position; None once it can again."""
@@ -113,6 +131,7 @@ class TrackedFile:
     reader: HourFileReader
     splitter: LineSplitter
     writer: RecordWriter
+    watch_until: float | None = None  # finalized: stat'ed for late appends until then (epoch seconds)
 
 
 class Pending(NamedTuple):
@@ -175,7 +194,7 @@ class TableTailer:
         self.window: deque[Cycle] = deque()
         self._dlq_partition = dead_letter_partition(spec, self.topics)
         self._fresh_start = not stored
-        self._carry: SeqState = (None, 0)
+        self._carry: SeqState = SEQ_START
         self._dir_missing_logged = False
         self._ignored: set[str] = set()
         self._stop_deadline: float | None = None
@@ -184,21 +203,36 @@ class TableTailer:
             if hour is not None and hour.table == self.table:
                 self.files[path] = self._track(hour, cursor)
 
-    def _track(self, hour: HourFile, cursor: FileCursor) -> TrackedFile:
-        path = self.settings.watch_dir / hour.relpath
-        writer = RecordWriter(
-            self.spec, self.topics, self.routes, hour.relpath, self.publisher.produce,
-            offset=cursor.byte_offset, seq_state=(cursor.seq_block, cursor.seq_next),
-            first_block=cursor.first_block, last_block=cursor.last_block,
-        )
+    def _track(self, hour: HourFile, cursor: FileCursor, reader: HourFileReader | None = None) -> TrackedFile:
+        """Track ``hour`` from ``cursor``; ``reader`` keeps the one already open (its digest) at the cursor's offset."""
+        if reader is None:
+            reader = HourFileReader(self.settings.watch_dir / hour.relpath, cursor.byte_offset, cursor.head)
+        else:
+            reader.position = cursor.byte_offset
         return TrackedFile(
             hour=hour,
             cursor=cursor,
             running=cursor,
-            reader=HourFileReader(path, cursor.byte_offset, cursor.head),
+            reader=reader,
             splitter=LineSplitter(cursor.byte_offset, self.settings.max_line_bytes),
-            writer=writer,
+            writer=self._writer(hour, cursor),
+            watch_until=self._watch_until(cursor),
         )
+
+    def _writer(self, hour: HourFile, cursor: FileCursor) -> RecordWriter:
+        """The record writer of ``hour`` at ``cursor``; a reopened file's ids carry its late tag."""
+        return RecordWriter(
+            self.spec, self.topics, self.routes, hour.relpath, self.publisher.produce,
+            offset=cursor.byte_offset, seq_state=cursor.seq_state,
+            first_block=cursor.first_block, last_block=cursor.last_block,
+            late_tag=late_tag(hour) if cursor.stage is CursorStage.REOPENED else b"",
+        )
+
+    def _watch_until(self, cursor: FileCursor) -> float | None:
+        if cursor.stage is not CursorStage.FINALIZED or cursor.finalized_at is None or self.settings.late_append_watch_s <= 0:
+            return None
+        finalized = iso_to_epoch(cursor.finalized_at)
+        return None if finalized is None else finalized + self.settings.late_append_watch_s
 
     # ------------------------------------------------------------------ the tick
 
@@ -212,9 +246,15 @@ class TableTailer:
         await self._drop_deleted({h.relpath for h in hours})
         for index, hour in enumerate(hours):
             tracked = self.files.get(hour.relpath) or await self._adopt(hour, is_newest=index == len(hours) - 1)
-            if tracked.cursor.stage is not CursorStage.TAILING:
-                if tracked.cursor.stage is CursorStage.FINALIZED:
-                    self._carry = (tracked.cursor.seq_block, tracked.cursor.seq_next)
+            stage = tracked.cursor.stage
+            if stage is CursorStage.SKIPPED:
+                continue
+            if stage is not CursorStage.TAILING:
+                self._carry = tracked.cursor.carry_state
+                if stage is CursorStage.FINALIZED:
+                    await self._watch_sealed(tracked)
+                elif stage is CursorStage.REOPENED:
+                    await self._drive(tracked, has_later_file=True)
                 continue
             finished = await self._drive(tracked, has_later_file=index < len(hours) - 1)
             if not finished:
@@ -259,8 +299,7 @@ class TableTailer:
 
     async def _adopt(self, hour: HourFile, *, is_newest: bool) -> TrackedFile:
         """Start tracking a file that has no stored state."""
-        seq_block, seq_next = self._carry
-        cursor = FileCursor(path=hour.relpath, seq_block=seq_block, seq_next=seq_next, seq0_block=seq_block, seq0_next=seq_next)
+        cursor = FileCursor.adopted(hour.relpath, self._carry)
         if self._fresh_start and self.settings.initial_position == "end":
             if not is_newest:
                 cursor = cursor.with_changes(stage=CursorStage.SKIPPED)
@@ -284,7 +323,13 @@ class TableTailer:
                 self._carry = tracked.writer.seq_state
                 self.host.metrics.file_deleted(self.table, "unsealed")
                 self.host.file_lost(self.table, path, "deleted before it was fully published", cursor.byte_offset, tracked.reader.last_size)
-            elif cursor.stage is CursorStage.FINALIZED and not self.host.sealed(path):
+            elif cursor.stage is CursorStage.REOPENED:
+                self.host.metrics.file_deleted(self.table, "unsealed")
+                self.host.file_lost(
+                    self.table, path, "deleted before the lines appended after its seal were published",
+                    cursor.byte_offset, tracked.reader.last_size,
+                )
+            elif cursor.stage is CursorStage.FINALIZED and not self.host.sealed(path, cursor.revision):
                 self.host.metrics.file_deleted(self.table, "unsealed")
                 self.host.file_lost(self.table, path, "deleted before its seal", cursor.byte_offset, cursor.size)
             else:
@@ -295,7 +340,9 @@ class TableTailer:
     # ------------------------------------------------------------------ one file
 
     async def _drive(self, tracked: TrackedFile, *, has_later_file: bool) -> bool:
-        """Catch ``tracked`` up; finalize it if it is done. True when the next file may be worked."""
+        """Catch ``tracked`` (tailing or reopened) up; finalize it if it is done. True when the next
+        file may be worked."""
+        reopened = tracked.cursor.stage is CursorStage.REOPENED
         while True:
             size = tracked.reader.stat()
             if size is None:
@@ -303,18 +350,23 @@ class TableTailer:
                 return True  # picked up as deleted on the next scan
             reason = await tracked.reader.rewritten(size)
             if reason is not None:
+                if reopened:
+                    await self._sealed_file_rewritten(tracked, reason, size)
+                    return True
                 tracked = await self._restart(tracked, reason, size)
                 continue
             if size > tracked.reader.position:
                 await self._cycle(tracked, size)
-                self._report_lag(tracked, size)
+                if not reopened:
+                    self._report_lag(tracked, size)
                 if self.host.stopping:
                     await self._settle_all()
                     return False
                 continue
             break
         await self._settle_all()
-        self._report_lag(tracked, size)
+        if not reopened:
+            self._report_lag(tracked, size)
         if is_finalized(
             has_later_file=has_later_file,
             last_growth_at=tracked.reader.last_growth_at,
@@ -337,6 +389,37 @@ class TableTailer:
         fresh = self.files[cursor.path] = self._track(tracked.hour, cursor)
         await self.host.checkpoint(cursor)
         return fresh
+
+    # ------------------------------------------------------------------ sealed files
+
+    async def _watch_sealed(self, tracked: TrackedFile) -> None:
+        """One ``stat`` of a sealed file within LATE_APPEND_WATCH_S of its seal: publish what was
+        appended since (and seal it again), or report a file that shrank or was replaced."""
+        if tracked.watch_until is None or time.time() > tracked.watch_until:
+            return
+        cursor = tracked.cursor
+        size = tracked.reader.stat()
+        if size is None or size == cursor.size:
+            return
+        reason = await tracked.reader.rewritten(size)
+        if reason is not None:
+            await self._sealed_file_rewritten(tracked, reason, size)
+            return
+        self.host.late_append(self.table, cursor.path, cursor.revision + 1, cursor.size, size)
+        reopened = cursor.reopened()
+        tracked = self.files[cursor.path] = self._track(tracked.hour, reopened, tracked.reader)
+        await self.host.checkpoint(reopened)
+        await self._drive(tracked, has_later_file=True)
+
+    async def _sealed_file_rewritten(self, tracked: TrackedFile, reason: str, size: int) -> None:
+        """A sealed file shrank or its first bytes changed: report it and stop reading it (nothing is
+        published again; what was published and sealed stays as it is)."""
+        await self._settle_all()
+        cursor = tracked.cursor
+        self.host.sealed_file_rewritten(self.table, cursor.path, reason, cursor.size, size)
+        tracked.cursor = tracked.running = cursor.moved_to(CursorStage.REWRITTEN)
+        tracked.watch_until = None
+        await self.host.checkpoint(tracked.cursor)
 
     async def _cycle(self, tracked: TrackedFile, size: int) -> None:
         """Read one budget of new bytes and hand its complete lines to the producer; settle the
@@ -385,6 +468,7 @@ class TableTailer:
             seq_state=writer.seq_state,
             lines=cycle.tally.lines,
             dlq_lines=cycle.tally.dlq,
+            regressions=len(cycle.tally.regressions),
             first_block=writer.first_block,
             last_block=writer.last_block,
             size=tracked.reader.last_size,
@@ -472,6 +556,7 @@ class TableTailer:
         writer = RecordWriter(
             self.spec, self.topics, self.routes, cycle.file.hour.relpath, collector,
             offset=cycle.start, seq_state=cycle.seq_start, first_block=first, last_block=last,
+            late_tag=cycle.file.writer.late_tag,
         )
         acks = collector.acks(self.topics.data_partitions)
         if cycle.partial is not None:
@@ -534,6 +619,8 @@ class TableTailer:
             block_time = block_time_of(tally.last_line) if tally.last_line is not None else None
             self.host.metrics.lines_published(self.table, tally.lines, block_time)
             self._warn_if_behind(block_time)
+        for regression in tally.regressions:
+            self.host.block_regression(self.table, tracked.hour.relpath, regression)
         for record in tally.dead_letters:
             reason = (record.header("reason") or b"").decode()
             self.host.metrics.dlq(self.table, reason)
@@ -554,7 +641,11 @@ class TableTailer:
     # ------------------------------------------------------------------ finalization
 
     async def _finalize(self, tracked: TrackedFile, size: int) -> None:
-        """Dead-letter the unterminated tail, complete the digest, hand the file to the sealers."""
+        """Dead-letter the unterminated tail, complete the digest, hand the file to the sealers.
+
+        The first finalization is revision 1 and fixes where the next hour file's sequence starts
+        (``carry``); a reopened file's finalization is the next revision and leaves that alone.
+        """
         partial = tracked.splitter.flush_partial()
         if partial is not None:
             writer = tracked.writer
@@ -577,18 +668,28 @@ class TableTailer:
             self._close_cycle(cycle, True)
             await self._settle_all()
         await tracked.reader.catch_up_digest(size, None)
-        cursor = tracked.running.with_changes(
-            stage=CursorStage.FINALIZED, size=size, finalized_at=iso_utc(time.time()),
+        running = tracked.running
+        first = running.stage is CursorStage.TAILING
+        carry = tracked.writer.seq_state if first else running.carry_state
+        cursor = running.moved_to(
+            CursorStage.FINALIZED, size=size, finalized_at=iso_utc(time.time()),
             sha256=tracked.reader.digest.hexdigest(), head=tracked.reader.head,
+            revision=running.revision + 1, unterminated_at=partial.offset if partial is not None else None,
+            carry_block=carry[0], carry_next=carry[1], carry_epoch=carry[2],
         )
         manifest = manifest_from_cursor(cursor, self.settings.node_id)
         assert manifest is not None
         await self.host.rotate(manifest)
         tracked.cursor = tracked.running = cursor
+        tracked.watch_until = self._watch_until(cursor)
         await self.host.checkpoint(cursor)
-        self._carry = tracked.writer.seq_state
-        self.host.metrics.set_tail_lag(self.table, cursor.path, 0)
-        self.host.log.info("file_finalized", path=cursor.path, size=size, lines=cursor.lines, dlq_lines=cursor.dlq_lines)
+        self._carry = carry
+        if first:
+            self.host.metrics.set_tail_lag(self.table, cursor.path, 0)
+        self.host.log.info(
+            "file_finalized", path=cursor.path, size=size, lines=cursor.lines, dlq_lines=cursor.dlq_lines,
+            revision=cursor.revision, block_regressions=cursor.block_regressions,
+        )
 
     def _report_lag(self, tracked: TrackedFile, size: int) -> None:
         """Tail lag of the file being read, from the size just seen: gauge, and a warning (rate-limited)."""
@@ -601,6 +702,13 @@ class TableTailer:
             )
 
 
+
+
+def late_tag(hour: HourFile) -> bytes:
+    """What ends the line id of every line appended to ``hour`` after its first seal: the file's
+    own sequence continues there, and the tag keeps those ids apart from the next hour file's,
+    which continued the table's stream from the file's first end."""
+    return b"|late-%s-%s" % (hour.date.encode(), hour.hour.encode())
 
 
 def _never() -> bool:

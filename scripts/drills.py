@@ -1,6 +1,6 @@
 """Runs the fault drills of docs/reliability.md against a Kafka broker of its own and prints the table.
 
-    python scripts/drills.py                  # all drills at full scale (about 20 minutes)
+    python scripts/drills.py                  # all drills at full scale (about 25 minutes)
     python scripts/drills.py --only 2,5       # some of them
     python scripts/drills.py --small          # the CI scale: a quick look that everything still runs
     python scripts/drills.py --markdown out.md

@@ -11,11 +11,24 @@ from hyperdata_sidecar.core.seal import SealManifest
 
 
 class CursorStage(str, enum.Enum):
-    """Where a file is in its life. Allowed moves: TAILING → FINALIZED, TAILING → SKIPPED."""
+    """Where a file is in its life; :data:`MOVES` lists the allowed moves."""
 
     TAILING = "tailing"  # being published; may still grow
-    FINALIZED = "finalized"  # every byte accounted for; rotation record sent
+    FINALIZED = "finalized"  # every byte accounted for; rotation record sent (watched for late appends)
     SKIPPED = "skipped"  # older than the start point under INITIAL_POSITION=end; never published
+    REOPENED = "reopened"  # sealed, then it grew: the late lines are being published; a new revision follows
+    REWRITTEN = "rewritten"  # sealed, then it shrank or its first bytes changed: no longer read
+
+
+MOVES: dict[CursorStage, frozenset[CursorStage]] = {
+    CursorStage.TAILING: frozenset({CursorStage.FINALIZED, CursorStage.SKIPPED}),
+    CursorStage.FINALIZED: frozenset({CursorStage.REOPENED, CursorStage.REWRITTEN}),
+    CursorStage.REOPENED: frozenset({CursorStage.FINALIZED, CursorStage.REWRITTEN}),
+    CursorStage.SKIPPED: frozenset(),
+    CursorStage.REWRITTEN: frozenset(),
+}
+"""Allowed stage moves. A tailing file that is truncated or replaced starts over as a new cursor
+(:meth:`FileCursor.restarted`), still tailing."""
 
 
 @dataclass(frozen=True)
@@ -23,10 +36,17 @@ class FileCursor:
     """Resume point and running totals of one hour file.
 
     ``byte_offset`` is just past the newline of the last line that the broker acked (or sent to the
-    DLQ); everything before it is published. The sequencer state and the totals describe exactly the
-    bytes before ``byte_offset``, so a restart reproduces the same line ids and seal figures.
-    ``seq0`` is the sequencer state at byte 0, kept so that a truncated or replaced file is re-read
-    from the start with the same line ids.
+    DLQ); everything before it is published. The sequencer state (block, next seq, regression
+    epoch) and the totals describe exactly the bytes before ``byte_offset``, so a restart reproduces
+    the same line ids and seal figures. ``seq0`` is the sequencer state at byte 0, kept so that a
+    truncated or replaced file is re-read from the start with the same line ids; ``carry`` the state
+    at the end of the file's first revision, where the next hour file of the table starts (lines
+    appended after the seal do not move it).
+
+    ``revision`` counts the file's finalizations (its seals): 1 once finalized, 2 after a late
+    append was published and the file finalized again, and so on. ``unterminated_at`` is where the
+    unterminated last line dead-lettered at the latest finalization starts (None if the file ended
+    in a newline): a late append completes that line, so it is read again from there.
     """
 
     path: str
@@ -34,10 +54,16 @@ class FileCursor:
     last_line_complete: bool = True
     seq_block: int | None = None
     seq_next: int = 0
+    seq_epoch: int = 0
     seq0_block: int | None = None
     seq0_next: int = 0
+    seq0_epoch: int = 0
+    carry_block: int | None = None
+    carry_next: int = 0
+    carry_epoch: int = 0
     lines: int = 0
     dlq_lines: int = 0
+    block_regressions: int = 0
     first_block: int | None = None
     last_block: int | None = None
     head: str = ""  # hex of the file's first bytes (the tailer keeps up to 64), to spot a replaced file
@@ -45,6 +71,8 @@ class FileCursor:
     size: int = 0  # file size when this cursor was written
     finalized_at: str | None = None
     sha256: str | None = None
+    revision: int = 0
+    unterminated_at: int | None = None
 
     def to_record(self) -> dict[str, Any]:
         record = asdict(self)
@@ -53,54 +81,84 @@ class FileCursor:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> FileCursor:
+        """The cursor of a stored record; records written before a field existed get its default
+        (a finalized file of such a record is at revision 1 and hands its final state on)."""
         fields = {k: v for k, v in record.items() if k in cls.__dataclass_fields__}
         fields["stage"] = CursorStage(fields.get("stage", CursorStage.TAILING.value))
+        if fields["stage"] is CursorStage.FINALIZED and "revision" not in fields:
+            fields["revision"] = 1
+            fields["carry_block"], fields["carry_next"] = fields.get("seq_block"), fields.get("seq_next", 0)
         return cls(**fields)
+
+    @property
+    def seq_state(self) -> tuple[int | None, int, int]:
+        return self.seq_block, self.seq_next, self.seq_epoch
+
+    @property
+    def carry_state(self) -> tuple[int | None, int, int]:
+        return self.carry_block, self.carry_next, self.carry_epoch
+
+    @classmethod
+    def adopted(cls, path: str, seq_state: tuple[int | None, int, int]) -> FileCursor:
+        """The cursor of a file seen for the first time, whose first line follows ``seq_state``."""
+        block, next_seq, epoch = seq_state
+        return cls(
+            path=path, seq_block=block, seq_next=next_seq, seq_epoch=epoch,
+            seq0_block=block, seq0_next=next_seq, seq0_epoch=epoch,
+        )
 
     def restarted(self) -> FileCursor:
         """The cursor for re-reading the same path from byte 0 (truncated or replaced file)."""
-        return FileCursor(
-            path=self.path,
-            seq_block=self.seq0_block,
-            seq_next=self.seq0_next,
-            seq0_block=self.seq0_block,
-            seq0_next=self.seq0_next,
-        )
+        return FileCursor.adopted(self.path, (self.seq0_block, self.seq0_next, self.seq0_epoch))
 
     def with_changes(self, **changes: Any) -> FileCursor:
         return replace(self, **changes)
+
+    def moved_to(self, stage: CursorStage, **changes: Any) -> FileCursor:
+        """This cursor at ``stage`` (with ``changes``); raises ValueError for a move :data:`MOVES` does not allow."""
+        if stage not in MOVES[self.stage]:
+            raise ValueError(f"{self.path}: a {self.stage.value} file cannot become {stage.value}")
+        return replace(self, stage=stage, **changes)
+
+    def reopened(self) -> FileCursor:
+        """The cursor of a sealed file that grew: publishing resumes where its last line starts if
+        that line was unterminated (the late bytes complete it), else at its end."""
+        start = self.byte_offset if self.unterminated_at is None else self.unterminated_at
+        return self.moved_to(CursorStage.REOPENED, byte_offset=start, last_line_complete=True, unterminated_at=None)
 
     def advanced(
         self,
         *,
         byte_offset: int,
         last_line_complete: bool,
-        seq_state: tuple[int | None, int],
+        seq_state: tuple[int | None, int, int],
         lines: int,
         dlq_lines: int,
+        regressions: int,
         first_block: int | None,
         last_block: int | None,
         size: int,
     ) -> FileCursor:
-        """The cursor once more lines are published: ``lines`` and ``dlq_lines`` are added, the rest
-        (the writer's state after them) replaces what was."""
+        """The cursor once more lines are published: ``lines``, ``dlq_lines`` and ``regressions``
+        are added, the rest (the writer's state after them) replaces what was."""
         return replace(
             self,
             byte_offset=byte_offset,
             last_line_complete=last_line_complete,
             seq_block=seq_state[0],
             seq_next=seq_state[1],
+            seq_epoch=seq_state[2],
             lines=self.lines + lines,
             dlq_lines=self.dlq_lines + dlq_lines,
+            block_regressions=self.block_regressions + regressions,
             first_block=first_block,
             last_block=last_block,
             size=size,
         )
 
 
-
 def manifest_from_cursor(cursor: FileCursor, node: str) -> SealManifest | None:
-    """The seal manifest of a finalized file, rebuilt from its cursor (None unless finalized)."""
+    """The seal manifest of the file's latest revision, rebuilt from its cursor (None unless finalized)."""
     hour = HourFile.parse(cursor.path)
     if cursor.stage is not CursorStage.FINALIZED or hour is None or cursor.sha256 is None or cursor.finalized_at is None:
         return None
@@ -116,4 +174,6 @@ def manifest_from_cursor(cursor: FileCursor, node: str) -> SealManifest | None:
         lines=cursor.lines,
         dlq_lines=cursor.dlq_lines,
         node=node,
+        revision=cursor.revision,
+        block_regressions=cursor.block_regressions,
     )

@@ -17,6 +17,13 @@ stream (``log_index`` of the line's first event): 0 when the block differs from 
 line's, carried across hour files. The writer's :attr:`~RecordWriter.seq_state` is persisted with
 every checkpoint, so a restart reproduces the same ids.
 
+A good line whose block is lower than the previous good line's (the chain rewound: a *block
+regression*) is published as any other, and starts a new *regression epoch*: from that line on,
+every line id ends in ``|r<epoch>`` (``|r1``, then ``|r2``, ...). Within one epoch blocks never go
+down, so (block, seq_in_block) cannot repeat in it, and the suffix keeps the epochs apart; before the
+first regression ids carry no suffix. The epoch is part of the sequencer state. A writer made with
+a ``late_tag`` (the lines appended to a sealed file) ends every id with that tag as well.
+
 ``produce`` is called with confluent-kafka's positional parameters
 ``(topic, value, key, partition, on_delivery, None, 0, headers)`` (positional: keyword parsing costs
 a third of the call). When it raises (``BufferError``: the producer's queue is full; anything else:
@@ -29,6 +36,7 @@ resumes from there later. So every line is handed over exactly once, in file ord
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -44,8 +52,22 @@ Header = tuple[str, bytes]
 Produce = Callable[..., Any]
 DeliveryCallback = Callable[[Any, Any], Any]
 
-#: The sequencer state: (block of the last good line or None, seq_in_block of the next line of that block).
-SeqState = tuple[int | None, int]
+#: The sequencer state: (block of the last good line or None, seq_in_block of the next line of that
+#: block, regression epoch).
+SeqState = tuple[int | None, int, int]
+
+#: Before anything was written: no block yet, epoch 0.
+SEQ_START: SeqState = (None, 0, 0)
+
+
+class Regression(NamedTuple):
+    """A good line whose block is lower than the previous good line's: where, from which block to
+    which, and the regression epoch its id (and every later one) carries."""
+
+    offset: int
+    previous: int
+    block: int
+    epoch: int
 
 
 class Topics(NamedTuple):
@@ -67,7 +89,7 @@ class CycleAcks(NamedTuple):
 class Tally:
     """What one cycle handed to the producer. ``produced`` counts every record (data and DLQ)."""
 
-    __slots__ = ("produced", "lines", "dlq", "last_line", "dead_letters")
+    __slots__ = ("produced", "lines", "dlq", "last_line", "dead_letters", "regressions")
 
     def __init__(self) -> None:
         self.produced = 0
@@ -75,6 +97,7 @@ class Tally:
         self.dlq = 0
         self.last_line: bytes | None = None  # the last good line (its block_time is the newest)
         self.dead_letters: list[Record] = []  # for metrics and logs
+        self.regressions: list[Regression] = []  # for metrics, logs and the seal
 
 
 class Routes:
@@ -97,7 +120,18 @@ def dead_letter_partition(spec: TableSpec, topics: Topics) -> int:
 
 
 _SEQ_CACHED = 4096  # a block has up to ~3,900 lines per table (Jun-10 census)
-_SEQ_TEXT = [b"%d" % n for n in range(_SEQ_CACHED)]
+
+
+@functools.lru_cache(maxsize=16)
+def _seq_texts(suffix: bytes) -> list[bytes]:
+    """The tail of a line id for each seq below _SEQ_CACHED: ``b"<seq><suffix>"``."""
+    return [b"%d%s" % (n, suffix) for n in range(_SEQ_CACHED)]
+
+
+def id_suffix(epoch: int, late_tag: bytes = b"") -> bytes:
+    """What follows ``seq_in_block`` in a line id: ``|r<epoch>`` once the stream regressed, then
+    the late tag of a sealed file's late lines (both empty for a plain line)."""
+    return (b"|r%d" % epoch if epoch else b"") + late_tag
 
 
 def reference(source: str, offset: int, length: int, sha256: str) -> bytes:
@@ -156,7 +190,8 @@ class RecordWriter:
     ``offset`` is where the next line handed over starts (the resume point); ``seq_state`` is the
     table stream's sequencer state there (the previous file's final state, or the persisted one
     when resuming mid-file); ``first_block`` and ``last_block`` the file's block range so far.
-    All four are read back after every :meth:`write` for the cursor.
+    All four are read back after every :meth:`write` for the cursor. ``late_tag`` ends every line
+    id this writer makes (the tailer gives one to the lines appended to a file after its seal).
     """
 
     def __init__(
@@ -168,9 +203,10 @@ class RecordWriter:
         produce: Produce,
         *,
         offset: int = 0,
-        seq_state: SeqState = (None, 0),
+        seq_state: SeqState = SEQ_START,
         first_block: int | None = None,
         last_block: int | None = None,
+        late_tag: bytes = b"",
     ) -> None:
         self.spec = spec
         self.topics = topics
@@ -178,7 +214,10 @@ class RecordWriter:
         self.source = source
         self.produce = produce
         self.offset = offset
-        self.block, self.next_seq = seq_state
+        self.block, self.next_seq, self.epoch = seq_state
+        self.late_tag = late_tag
+        self._suffix = id_suffix(self.epoch, late_tag)
+        self._seqs = _seq_texts(self._suffix)
         self.first_block = first_block
         self.last_block = last_block
         self._decode, self._coin_of = fast_decoder(spec.coin_location)
@@ -190,7 +229,7 @@ class RecordWriter:
 
     @property
     def seq_state(self) -> SeqState:
-        return self.block, self.next_seq
+        return self.block, self.next_seq, self.epoch
 
     def write(self, items: list[Item], acks: CycleAcks, tally: Tally, start: int = 0) -> int:
         """Hand ``items[start:]`` (the first of them at :attr:`offset`) to the producer.
@@ -200,8 +239,9 @@ class RecordWriter:
         """
         produce, topic, decode, coin_of = self.produce, self.topics.data, self._decode, self._coin_of
         routes, add_route, callbacks = self.routes.get, self.routes.add, acks.data
-        source, prefix_of, seqs = self._source, self._line_id_prefix, _SEQ_TEXT
-        block, seq, first, offset = self.block, self.next_seq, self.first_block, self.offset
+        source, prefix_of, seqs, suffix = self._source, self._line_id_prefix, self._seqs, self._suffix
+        block, seq, epoch, first, offset = self.block, self.next_seq, self.epoch, self.first_block, self.offset
+        regressions = tally.regressions
         prefix_block, prefix = None, b""
         lines = produced = 0
         last_line = None
@@ -230,9 +270,15 @@ class RecordWriter:
                 route = routes(coin) or add_route(coin)
                 line_seq = seq if number == block else 0
                 if number != prefix_block:
+                    # Only when the block changes (or a write begins): the hot path pays nothing more.
+                    if block is not None and number < block:
+                        epoch += 1
+                        suffix = id_suffix(epoch, self.late_tag)
+                        seqs = _seq_texts(suffix)
+                        regressions.append(Regression(offset, block, number, epoch))
                     prefix_block, prefix = number, prefix_of(number)
                 headers = [
-                    ("line_id", prefix + seqs[line_seq] if line_seq < _SEQ_CACHED else b"%s%d" % (prefix, line_seq)),
+                    ("line_id", prefix + seqs[line_seq] if line_seq < _SEQ_CACHED else b"%s%d%s" % (prefix, line_seq, suffix)),
                     ("source", source),
                     ("offset", b"%d" % offset),
                 ]
@@ -247,7 +293,14 @@ class RecordWriter:
                 offset += len(data)
         except Exception as exc:  # raised by produce (nothing else in the loop raises)
             self.refusal = None if isinstance(exc, BufferError) else exc
+            if regressions and regressions[-1].offset == offset:
+                regressions.pop()  # the refused line regressed: it is written again later, and counted then
+                epoch -= 1
         self.block, self.next_seq, self.first_block, self.offset = block, seq, first, offset
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self._suffix = id_suffix(epoch, self.late_tag)
+            self._seqs = _seq_texts(self._suffix)
         if last_line is not None:
             self.last_block = block
             tally.last_line = last_line

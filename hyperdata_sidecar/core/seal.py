@@ -1,8 +1,9 @@
-"""The seal record published to ``hyperliquid.node-files`` once per finalized hour file."""
+"""The seal record published to ``hyperliquid.node-files`` for each finalized revision of an hour file."""
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,20 @@ def iso_utc(ts: float) -> str:
     return moment.isoformat(timespec="milliseconds") + "Z"
 
 
+def revision_of(record: Mapping[str, Any] | None) -> int:
+    """The file revision a seal or backup record (a ``sidecar-seals`` or ``sidecar-backups`` value)
+    is about: 0 without a record, 1 for a record written before revisions existed."""
+    return 0 if record is None else int(record.get("revision", 1))
+
+
+def iso_to_epoch(iso: str) -> float | None:
+    """Seconds since the epoch of a time :func:`iso_utc` wrote; None if ``iso`` is not one."""
+    try:
+        return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True)
 class SealManifest:
     """One finalized hour file: where it is, what it holds and its digest.
@@ -23,6 +38,9 @@ class SealManifest:
     ``path`` is relative to WATCH_DIR; ``block_range`` is (first, last) block of its good lines, or
     None if it has none; ``size`` and ``sha256`` cover the whole file; ``lines`` counts published
     lines and ``dlq_lines`` the lines sent to the DLQ; ``node`` names the node that wrote it.
+    ``revision`` is 1 for a file's first seal; a file that grows after its seal gets another seal,
+    revision 2 (then 3, ...), describing the whole file again. ``block_regressions`` counts its lines
+    whose block is lower than the previous good line's (their ids carry a regression epoch).
     """
 
     table: str
@@ -36,6 +54,8 @@ class SealManifest:
     lines: int
     dlq_lines: int
     node: str
+    revision: int = 1
+    block_regressions: int = 0
 
     @property
     def key(self) -> str:
@@ -57,6 +77,8 @@ class SealManifest:
                 "lines": self.lines,
                 "dlq_lines": self.dlq_lines,
                 "node": self.node,
+                "revision": self.revision,
+                "block_regressions": self.block_regressions,
             }
         )
 
@@ -64,7 +86,9 @@ class SealManifest:
     def from_json(cls, data: bytes) -> SealManifest:
         """Parse a record value written by :meth:`to_json`.
 
-        Raises ValueError (naming the field) if ``data`` is not such an object; unknown fields are ignored.
+        Raises ValueError (naming the field) if ``data`` is not such an object; unknown fields are
+        ignored, and seals written before ``revision`` and ``block_regressions`` existed read as
+        revision 1 with no regressions.
         """
         try:
             obj = orjson.loads(data)
@@ -84,6 +108,8 @@ class SealManifest:
             lines=_field(obj, "lines", int),
             dlq_lines=_field(obj, "dlq_lines", int),
             node=_field(obj, "node", str),
+            revision=_field(obj, "revision", int) if "revision" in obj else 1,
+            block_regressions=_field(obj, "block_regressions", int) if "block_regressions" in obj else 0,
         )
 
 

@@ -21,7 +21,7 @@ Contract, per table, over the hour files in (date, hour) order:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,10 @@ class ExpectedFile:
     dlq: list[ExpectedDlq] = field(default_factory=list)
     first_block: int | None = None
     last_block: int | None = None
+    block_regressions: int = 0
+    late_from: int | None = None  # lines from this offset on were appended after the first seal
+    prefixes: dict[int, str] = field(default_factory=dict)  # an earlier revision's size -> sha256 of that prefix
+    tails: list[ExpectedDlq] = field(default_factory=list)  # lines an earlier revision ended unterminated
 
     @property
     def relpath(self) -> str:
@@ -89,37 +93,59 @@ class ExpectedFile:
 
 
 def hour_files(watch_dir: Path, table: str) -> list[HourFile]:
-    """The hour files of ``table`` under ``watch_dir``, oldest first."""
+    """The hour files of ``table`` under ``watch_dir``, oldest first: regular files only, and no
+    symlinked hour file or date directory (the contract: the sidecar follows neither)."""
     hourly = watch_dir / table / "hourly"
     if not hourly.is_dir():
         return []
     found = []
-    for path in hourly.glob("*/*"):
-        parsed = HourFile.parse(path.relative_to(watch_dir).as_posix())
-        if parsed is not None and path.is_file():
-            found.append(parsed)
+    for date in hourly.iterdir():
+        if date.is_symlink() or not date.is_dir():
+            continue
+        for path in date.iterdir():
+            parsed = HourFile.parse(path.relative_to(watch_dir).as_posix())
+            if parsed is not None and not path.is_symlink() and path.is_file():
+                found.append(parsed)
     return sorted(found, key=lambda f: (f.sort_key, f.hour))
 
 
-def read_tree(watch_dir: Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[ExpectedFile]:
-    """Every hour file of the three tables, table by table, oldest first, with what it owes."""
+def read_tree(
+    watch_dir: Path,
+    *,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    sealed_sizes: Mapping[str, Sequence[int]] | None = None,
+    ignore: Collection[str] = (),
+) -> Iterator[ExpectedFile]:
+    """Every hour file of the three tables, table by table, oldest first, with what it owes.
+
+    ``sealed_sizes``: relpath → the sizes the file's seals gave (see the module docstring); those
+    below the file's size now are its earlier revisions. ``ignore``: relpaths of files left out
+    altogether, neither yielded nor numbered (files a test damaged: what they hold now is not what
+    the sidecar numbered); they still count as later files for finalization.
+    """
     for spec in TABLES:
         files = hour_files(watch_dir, spec.dir_name)
         numbering = _BlockNumbering(spec.dir_name)
         for index, hour_file in enumerate(files):
+            if hour_file.relpath in ignore:
+                continue
             expected = ExpectedFile(hour_file, finalized=index < len(files) - 1)
-            _read_file(watch_dir / hour_file.relpath, expected, numbering, max_line_bytes)
+            size = (watch_dir / hour_file.relpath).stat().st_size
+            cuts = sorted({cut for cut in (sealed_sizes or {}).get(hour_file.relpath, ()) if cut < size})
+            _read_file(watch_dir / hour_file.relpath, expected, _FileReading(expected, numbering, cuts, max_line_bytes))
             yield expected
 
 
 class _BlockNumbering:
-    """seq_in_block over one table's stream of good lines (and the table's keys, shared: a few
-    hundred coins make millions of keys)."""
+    """seq_in_block and the regression epoch over one table's stream of good lines (and the
+    table's keys, shared: a few hundred coins make millions of keys). ``tag`` ends every id."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, tag: str = "") -> None:
         self.table = table
+        self.tag = tag
         self.block: int | None = None
         self.next_seq = 0
+        self.epoch = 0
         self.keys: dict[str, bytes] = {}
 
     def key(self, coin: str) -> bytes:
@@ -128,33 +154,80 @@ class _BlockNumbering:
             key = self.keys[coin] = coin.encode()
         return key
 
-    def line_id(self, block: int, n_events: int) -> bytes:
+    def line_id(self, block: int, n_events: int) -> tuple[bytes, bool]:
+        """The id of the next good line, and whether its block went back (a regression)."""
+        regressed = self.block is not None and block < self.block
+        if regressed:
+            self.epoch += 1
         if block != self.block:
             self.block, self.next_seq = block, 0
         seq = self.next_seq
         self.next_seq += n_events
-        return f"{self.table}|{block}|{seq}".encode()
+        epoch = f"|r{self.epoch}" if self.epoch else ""
+        return f"{self.table}|{block}|{seq}{epoch}{self.tag}".encode(), regressed
+
+    def forked(self, tag: str) -> _BlockNumbering:
+        """A copy that goes on from here on its own, ending ids in ``tag`` (a file's late lines)."""
+        fork = _BlockNumbering(self.table, tag)
+        fork.block, fork.next_seq, fork.epoch, fork.keys = self.block, self.next_seq, self.epoch, self.keys
+        return fork
 
 
-def _read_file(path: Path, expected: ExpectedFile, numbering: _BlockNumbering, max_line_bytes: int) -> None:
+class _FileReading:
+    """One file's lines taken in order, with the earlier revisions' sizes (``cuts``) it passes."""
+
+    def __init__(self, expected: ExpectedFile, stream: _BlockNumbering, cuts: list[int], max_line_bytes: int) -> None:
+        self.expected = expected
+        self.numbering = stream
+        self.cuts = cuts
+        self.first_cut = cuts[0] if cuts else None
+        self.max_line_bytes = max_line_bytes
+
+    def line(self, offset: int, line: bytes, terminated: bool) -> None:
+        """The line at ``offset`` (``terminated``: followed by a newline), in file order."""
+        end = offset + len(line)  # where its newline is (or the file ends)
+        if self.first_cut is not None and self.first_cut <= end and self.expected.late_from is None:
+            # The first revision ended before this line's newline: from here on the lines are late.
+            self.expected.late_from = offset
+            hour = self.expected.hour_file
+            self.numbering = self.numbering.forked(f"|late-{hour.date}-{hour.hour}")
+        for cut in self.cuts:
+            if offset < cut <= end:  # that revision ended inside this line, before its newline
+                tail = line[: cut - offset]
+                reasons = frozenset({"unterminated", "oversize"} if len(tail) > self.max_line_bytes else {"unterminated"})
+                self.expected.tails.append(_dlq_entry(self.expected.relpath, offset, tail, reasons, self.max_line_bytes))
+        if terminated:
+            _take_line(self.expected, self.numbering, offset, line, self.max_line_bytes)
+
+
+def _read_file(path: Path, expected: ExpectedFile, reading: _FileReading) -> None:
     digest = hashlib.sha256()
     carry = b""
     position = 0  # file offset of carry's first byte
+    read = 0  # bytes read so far
     with open(path, "rb") as source:
         while block := source.read(_READ_BYTES):
+            for cut in reading.cuts:
+                if read < cut <= read + len(block):
+                    prefix = digest.copy()
+                    prefix.update(block[: cut - read])
+                    expected.prefixes[cut] = prefix.hexdigest()
             digest.update(block)
+            read += len(block)
             data = carry + block
             start = 0
             while (end := data.find(b"\n", start)) >= 0:
-                _take_line(expected, numbering, position + start, data[start:end], max_line_bytes)
+                reading.line(position + start, data[start:end], terminated=True)
                 start = end + 1
             carry = data[start:]
             position += start
     expected.size = position + len(carry)
     expected.sha256 = digest.hexdigest()
+    if carry:
+        reading.line(position, carry, terminated=False)
     if carry and expected.finalized:
-        reasons = frozenset({"unterminated", "oversize"} if len(carry) > max_line_bytes else {"unterminated"})
-        expected.dlq.append(_dlq_entry(expected.relpath, position, carry, reasons, max_line_bytes))
+        reasons = frozenset({"unterminated", "oversize"} if len(carry) > reading.max_line_bytes else {"unterminated"})
+        expected.dlq.append(_dlq_entry(expected.relpath, position, carry, reasons, reading.max_line_bytes))
 
 
 def _take_line(
@@ -165,9 +238,9 @@ def _take_line(
         expected.dlq.append(_dlq_entry(expected.relpath, offset, line, frozenset({verdict}), max_line_bytes))
         return
     coin, block, n_events = verdict
-    expected.lines.append(
-        ExpectedLine(offset, numbering.key(coin), numbering.line_id(block, n_events), value_digest(line))
-    )
+    line_id, regressed = numbering.line_id(block, n_events)
+    expected.lines.append(ExpectedLine(offset, numbering.key(coin), line_id, value_digest(line)))
+    expected.block_regressions += regressed
     if expected.first_block is None:
         expected.first_block = block
     expected.last_block = block

@@ -6,7 +6,8 @@ The broker side comes in as plain records (already consumed and digested by the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -82,19 +83,26 @@ def reconcile(
     node: str | None = None,
     backups: Mapping[str, str | None] | None = None,
     allowed_duplicates: int = 0,
+    ignore: Collection[str] = (),
 ) -> VerifyReport:
     """Check ``observed`` against ``files`` and report per table.
 
     ``node``: only seals whose ``node`` field equals it are considered, and messages for files
     outside the tree are tolerated as "foreign" (other sidecars share the topics). ``backups``:
     relpath → sha256 of its backup (None when absent), for finalized files; None skips the check.
+    ``ignore``: relpaths whose files and records are left out altogether (files a test damaged).
     """
     report = VerifyReport(allowed_duplicates=allowed_duplicates, backups_checked=backups is not None)
     for spec in TABLES:
         report.table(spec.dir_name)
+    ignored = set(ignore)
+    files = [f for f in files if f.relpath not in ignored]
+    if ignored:
+        observed = _without(observed, ignored)
+    late_from = {f.relpath: f.late_from for f in files if f.late_from is not None}
     in_order = sorted(observed.data, key=lambda r: (r.topic, r.partition, r.offset))
     data = _index_by_line(in_order)
-    _check_order(report, observed, in_order, data)
+    _check_order(report, observed, in_order, data, late_from)
     dlq = _index_by_line(observed.dlq)
     seals = _index_seals(report, observed.seals, node)
     for record in observed.data:
@@ -117,6 +125,8 @@ def reconcile(
                 rejected += 1
                 continue
             _check_line(report, observed, expected, line, copies)
+        for entry in expected.tails:
+            _check_dlq(report, expected, entry, _take_tail(dlq, expected.relpath, entry))
         for entry in expected.dlq:
             _check_dlq(report, expected, entry, dlq.pop((expected.relpath, entry.offset), []))
         _check_seals(report, expected, seals.pop(expected.relpath, []), rejected)
@@ -195,15 +205,17 @@ def _check_order(
     observed: Observed,
     in_order: list[DataRecord],
     copies: dict[tuple[str | None, int | None], list[DataRecord]],
+    late_from: Mapping[str, int],
 ) -> None:
     """Within a partition, the first copy of each line of a coin must come in (file, offset) order.
 
     ``in_order`` holds the records by (topic, partition, offset); ``copies`` indexes them by line,
     in that order. Later copies are re-publications (at-least-once) and are counted as duplicates,
-    not here.
+    not here. A file's late lines (from ``late_from[relpath]`` on, appended after its first seal)
+    come after later files' lines: they are only checked against each other.
     """
     file_order: dict[str, tuple[int, int] | None] = {}  # a few sources, millions of records
-    last: dict[tuple[str, int, bytes | None], tuple[tuple[int, int], int, str]] = {}
+    last: dict[tuple[str, int, bytes | None, str | None], tuple[tuple[int, int], int, str]] = {}
     for record in in_order:
         if record.source is None or record.line_offset is None:
             continue
@@ -216,7 +228,8 @@ def _check_order(
         if sort_key is None:
             continue
         position = (sort_key, record.line_offset, record.source)
-        slot = (record.topic, record.partition, record.key)
+        late = late_from.get(record.source)
+        slot = (record.topic, record.partition, record.key, record.source if late is not None and record.line_offset >= late else None)
         previous = last.get(slot)
         if previous is not None and position < previous:
             report.add(
@@ -284,17 +297,25 @@ def _index_seals(
         value = _json_object(record.value)
         if node is not None and value is not None and value.get("node") != node:
             continue
-        key = record.key.decode(errors="replace") if record.key is not None else ""
-        parts = key.split("|")
-        relpath = f"{parts[0]}/hourly/{parts[1]}/{parts[2]}" if len(parts) == 3 else f"<seal key {key!r}>"
-        out.setdefault(relpath, []).append((record, value))
+        out.setdefault(seal_relpath(record), []).append((record, value))
     return out
+
+
+def seal_relpath(record: SealRecord) -> str:
+    """The relpath a seal's key (``<table>|<date>|<hour>``) names, or a placeholder naming the key."""
+    key = record.key.decode(errors="replace") if record.key is not None else ""
+    parts = key.split("|")
+    return f"{parts[0]}/hourly/{parts[1]}/{parts[2]}" if len(parts) == 3 else f"<seal key {key!r}>"
 
 
 def _check_seals(
     report: VerifyReport, expected: ExpectedFile, seals: list[tuple[SealRecord, dict[str, Any] | None]], rejected: int
 ) -> None:
-    """``rejected``: good lines of the file that the broker refused (counted as DLQ lines in its seal)."""
+    """``rejected``: good lines of the file that the broker refused (counted as DLQ lines in its seal).
+
+    A file has one seal per revision, 1 to n: the latest describes the file as it is, each earlier
+    one a prefix of it (its size and that prefix's sha256).
+    """
     where = (expected.table, expected.relpath, None)
     if not expected.finalized:
         for record, _ in seals:
@@ -307,13 +328,42 @@ def _check_seals(
     if not seals:
         report.add("seal_missing", *where, "no seal")
         return
-    if len(seals) > 1:
-        report.add("seal_duplicate", *where, f"{len(seals)} seals", count=len(seals) - 1)
-    problems = [p for _, value in seals for p in _seal_differences(expected, value, rejected)]
+    revisions = Counter(_seal_revision(value) for _, value in seals)
+    repeated = sum(n - 1 for n in revisions.values())
+    if repeated:
+        report.add("seal_duplicate", *where, f"{len(seals)} seals for revisions {sorted(revisions.elements())}", count=repeated)
+    latest = max(revisions)
+    problems = []
+    if sorted(revisions) != list(range(1, latest + 1)):
+        problems.append(f"revisions {sorted(revisions)}, expected 1 to {latest}")
+    for _, value in seals:
+        if _seal_revision(value) == latest:
+            problems += _seal_differences(expected, value, rejected)
+        else:
+            problems += _earlier_seal_differences(expected, value)
     if problems:
         report.add("seal_wrong", *where, "; ".join(dict.fromkeys(problems)))
-    elif len(seals) == 1:
+    elif not repeated:
         report.table(expected.table).seals_ok += 1
+
+
+def _seal_revision(value: dict[str, Any] | None) -> int:
+    revision = value.get("revision", 1) if value is not None else 1
+    return revision if type(revision) is int else 0
+
+
+def _earlier_seal_differences(expected: ExpectedFile, value: dict[str, Any] | None) -> list[str]:
+    """An earlier revision's seal: it must name this file and a prefix of it."""
+    if value is None:
+        return ["value is not a JSON object"]
+    revision, size = value.get("revision"), value.get("size")
+    if value.get("path") != expected.relpath:
+        return [f"revision {revision} names {value.get('path')!r}"]
+    if size not in expected.prefixes:
+        return [f"revision {revision} has size {size!r}, which is not a prefix of the file ({expected.size} bytes)"]
+    if value.get("sha256") != expected.prefixes[size]:
+        return [f"revision {revision}: sha256 {value.get('sha256')!r} is not that of the file's first {size} bytes"]
+    return []
 
 
 def _seal_differences(expected: ExpectedFile, value: dict[str, Any] | None, rejected: int) -> list[str]:
@@ -328,13 +378,12 @@ def _seal_differences(expected: ExpectedFile, value: dict[str, Any] | None, reje
         "size": expected.size,
         "sha256": expected.sha256,
         "lines": len(expected.lines) - rejected,
-        "dlq_lines": len(expected.dlq) + rejected,
+        "dlq_lines": len(expected.dlq) + len(expected.tails) + rejected,
+        "block_regressions": expected.block_regressions,
     }
-    out = [
-        f"{name} {value.get(name)!r}, expected {wanted!r}"
-        for name, wanted in want.items()
-        if value.get(name) != wanted
-    ]
+    # Seals written before block_regressions existed count none.
+    found = {name: value.get(name, 0 if name == "block_regressions" else None) for name in want}
+    out = [f"{name} {found[name]!r}, expected {wanted!r}" for name, wanted in want.items() if found[name] != wanted]
     for name in ("finalized_at", "node"):
         if not isinstance(value.get(name), str):
             out.append(f"{name} missing or not a string")
@@ -354,6 +403,31 @@ def _check_backup(report: VerifyReport, expected: ExpectedFile, backup_sha256: s
 # ---- what is left over ----------------------------------------------------------
 
 _R = TypeVar("_R", DataRecord, DlqRecord)
+
+
+def _take_tail(dlq: dict[tuple[str | None, int | None], list[DlqRecord]], source: str, entry: ExpectedDlq) -> list[DlqRecord]:
+    """The DLQ records of an earlier revision's unterminated tail: ``unterminated`` at its start,
+    with its value. Taken out of ``dlq``; the line's other records there stay (its start is also
+    where the completed line, or a later tail, is)."""
+    records = dlq.get((source, entry.offset), [])
+    mine = [r for r in records if r.reason == "unterminated" and (r.ref == entry.ref if entry.ref is not None else r.digest == entry.digest)]
+    rest = [r for r in records if r not in mine]
+    if rest:
+        dlq[(source, entry.offset)] = rest
+    else:
+        dlq.pop((source, entry.offset), None)
+    return mine
+
+
+def _without(observed: Observed, ignored: set[str]) -> Observed:
+    """``observed`` without the records of the ``ignored`` files (seals by their key's path)."""
+    return Observed(
+        data=[r for r in observed.data if r.source not in ignored],
+        dlq=[r for r in observed.dlq if r.source not in ignored],
+        seals=[r for r in observed.seals if seal_relpath(r) not in ignored],
+        topic_tables=observed.topic_tables,
+        partitions=observed.partitions,
+    )
 
 
 def _index_by_line(records: list[_R]) -> dict[tuple[str | None, int | None], list[_R]]:

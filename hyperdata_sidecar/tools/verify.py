@@ -5,9 +5,10 @@ the topics to converge, reads the data, DLQ and seal topics from the beginning t
 captured at that moment with a plain aiokafka consumer (no group, no commits), digests values as
 it goes, and checks backups on disk.
 
-Run it on a tree that has stopped growing: expectations are read once, at the start. The topics
-should be dedicated to the sidecars being checked (records for files outside the tree fail the
-run, unless ``node`` says several sidecars share them).
+Run it on a tree that has stopped growing: expectations are read at the start (and once more
+after reading the seal topic when a file grew after its seal, since its earlier revisions decide
+its late lines' ids). The topics should be dedicated to the sidecars being checked (records for
+files outside the tree fail the run, unless ``node`` says several sidecars share them).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncio
 import hashlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from hyperdata_sidecar.core.seal import SealManifest
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.tools.expected import (
     MAX_LINE_BYTES,
@@ -90,6 +92,7 @@ async def verify(
     settle_s: float = 2.0,
     max_line_bytes: int = MAX_LINE_BYTES,
     client_kwargs: Mapping[str, Any] | None = None,
+    ignore: Collection[str] = (),
 ) -> VerifyReport:
     """Verify that the sidecar published ``watch_dir`` completely and correctly.
 
@@ -97,6 +100,7 @@ async def verify(
     ``timeout_s`` for the topics to hold at least what the tree owes, with end offsets still for
     ``settle_s`` (and for the backups to exist, if ``backup_dir`` is given), then reads them to
     the end offsets of that moment. ``client_kwargs`` go to the aiokafka clients (security).
+    ``ignore``: relpaths left out of the check, with their records (files a test damaged).
     Raises ValueError if ``topics`` lacks a role, aiokafka's KafkaError if the broker cannot be
     reached.
     """
@@ -104,7 +108,7 @@ async def verify(
     missing_roles = ({spec.dir_name for spec in TABLES} | {DLQ, SEALS}) - set(topics)
     if missing_roles:
         raise ValueError(f"topics has no name for {sorted(missing_roles)}")
-    files = await asyncio.to_thread(lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes)))
+    files = await asyncio.to_thread(lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes, ignore=ignore)))
     owed = _owed(files, topics, backup_dir)
     kwargs = dict(client_kwargs or {})
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)
@@ -128,8 +132,13 @@ async def verify(
             await consumer.stop()
     finally:
         await admin.close()
+    sealed = _sealed_sizes(observed, node)
+    if any(size != f.size for f in files for size in sealed.get(f.relpath, ())):
+        files = await asyncio.to_thread(
+            lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes, sealed_sizes=sealed, ignore=ignore))
+        )
     backups = await asyncio.to_thread(_backup_digests, files, backup_dir) if backup_dir is not None else None
-    report = reconcile(files, observed, node=node, backups=backups, allowed_duplicates=allowed_duplicates)
+    report = reconcile(files, observed, node=node, backups=backups, allowed_duplicates=allowed_duplicates, ignore=ignore)
     report.notes.extend(
         f"topic {name} does not exist" for name in sorted(set(topics.values()) - set(partitions))
     )
@@ -138,6 +147,19 @@ async def verify(
     if not complete:
         report.notes.append(f"stopped reading: no record arrived for {timeout_s:g}s before the end offsets")
     return report
+
+
+def _sealed_sizes(observed: Observed, node: str | None) -> dict[str, list[int]]:
+    """relpath → the sizes its seals (of ``node``, if given) gave."""
+    sizes: dict[str, list[int]] = {}
+    for record in observed.seals:
+        try:
+            seal = SealManifest.from_json(record.value)
+        except ValueError:
+            continue  # reconcile reports it
+        if node is None or seal.node == node:
+            sizes.setdefault(seal.path, []).append(seal.size)
+    return sizes
 
 
 def _owed(files: list[ExpectedFile], topics: Mapping[str, str], backup_dir: Path | None) -> _Owed:

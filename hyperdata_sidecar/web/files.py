@@ -15,6 +15,7 @@ from typing import Any
 
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
 from hyperdata_sidecar.core.hourfile import HourFile
+from hyperdata_sidecar.core.seal import revision_of
 
 
 class FileState(str, enum.Enum):
@@ -22,23 +23,33 @@ class FileState(str, enum.Enum):
 
     TAILING = "tailing"  # being published; may still grow
     SKIPPED = "skipped"  # before the start point under INITIAL_POSITION=end; never published
-    FINALIZED = "finalized"  # read to its end and handed to the sealer; no seal recorded yet
+    FINALIZED = "finalized"  # read to its end and handed to the sealer; no seal of this revision recorded yet
     SEALED = "sealed"  # seal published; backup not done (pending, or backups disabled)
     BACKED_UP = "backed_up"  # sealed and its backup verified
-    BACKUP_FAILED = "backup_failed"  # the last backup attempt failed (the agent keeps retrying)
+    BACKUP_FAILED = "backup_failed"  # the last backup attempt failed (the agent tries again)
+    BACKUP_PARKED = "backup_parked"  # BACKUP_MAX_TRIES attempts failed: waits for a restart or backup-retry
+    REOPENED = "reopened"  # grew after its seal: the late lines are being published, a new seal follows
+    REWRITTEN = "rewritten"  # shrank or changed its first bytes after its seal: no longer read
 
 
 def file_state(stage: CursorStage, *, sealed: bool, backup_status: str | None) -> FileState:
-    """The state of a file whose cursor is at ``stage``.
+    """The state of a file whose cursor is at ``stage``; ``sealed`` and ``backup_status`` are about
+    the revision the cursor is at.
 
-    A failed backup shows whether or not the seal is recorded (it needs attention either way); a
-    verified backup counts only once the file is sealed, because sealing is the contract's
+    A failed or parked backup shows whether or not the seal is recorded (it needs attention either
+    way); a verified backup counts only once the file is sealed, because sealing is the contract's
     "finished" signal and the two agents finish in either order.
     """
-    if stage is CursorStage.TAILING:
-        return FileState.TAILING
-    if stage is CursorStage.SKIPPED:
-        return FileState.SKIPPED
+    direct = {
+        CursorStage.TAILING: FileState.TAILING,
+        CursorStage.SKIPPED: FileState.SKIPPED,
+        CursorStage.REOPENED: FileState.REOPENED,
+        CursorStage.REWRITTEN: FileState.REWRITTEN,
+    }
+    if stage in direct:
+        return direct[stage]
+    if backup_status == "parked":
+        return FileState.BACKUP_PARKED
     if backup_status == "failed":
         return FileState.BACKUP_FAILED
     if not sealed:
@@ -76,12 +87,15 @@ class FileStatus:
     finalized_at: str | None
     sealed_at: str | None
     backup: dict[str, Any] | None
+    revision: int = 0
+    block_regressions: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-BACKUP_FIELDS = ("status", "sink", "attempts", "reason", "error", "ref", "at")
+BACKUP_FIELDS = ("status", "sink", "attempts", "reason", "error", "ref", "revision", "at")
+GROWING = (CursorStage.TAILING, CursorStage.REOPENED)  # stages whose size on disk runs ahead of the offset
 
 
 def file_statuses(
@@ -93,7 +107,8 @@ def file_statuses(
     """One status per cursor whose path names an hour file, in (table, date, hour) order.
 
     ``live`` overrides the cursor's recorded size for files the tailer is reading; a file without
-    a live entry reports the size its cursor recorded and no held bytes.
+    a live entry reports the size its cursor recorded and no held bytes. A seal or backup record
+    of an earlier revision than the cursor's does not count for the file's state.
     """
     rows: list[tuple[HourFile, FileStatus]] = []
     for path, cursor in cursors.items():
@@ -104,15 +119,21 @@ def file_statuses(
         backup = backups.get(path)
         now = live.get(path)
         size = now.size if now is not None and now.size >= 0 else cursor.size
+        current = max(cursor.revision, 1)
+        state = file_state(
+            cursor.stage,
+            sealed=seal is not None and revision_of(seal) >= current,
+            backup_status=_status(backup) if backup is not None and revision_of(backup) >= current else None,
+        )
         status = FileStatus(
             path=path,
             table=hour.table,
             date=hour.date,
             hour=hour.hour,
-            state=file_state(cursor.stage, sealed=seal is not None, backup_status=_status(backup)).value,
+            state=state.value,
             offset=cursor.byte_offset,
             size=size,
-            lag_bytes=max(0, size - cursor.byte_offset) if cursor.stage is CursorStage.TAILING else 0,
+            lag_bytes=max(0, size - cursor.byte_offset) if cursor.stage in GROWING else 0,
             held_bytes=now.held_bytes if now is not None else 0,
             lines=cursor.lines,
             dlq_lines=cursor.dlq_lines,
@@ -121,6 +142,8 @@ def file_statuses(
             finalized_at=cursor.finalized_at,
             sealed_at=seal.get("sealed_at") if seal is not None else None,
             backup={k: backup[k] for k in BACKUP_FIELDS if k in backup} if backup is not None else None,
+            revision=cursor.revision,
+            block_regressions=cursor.block_regressions,
         )
         rows.append((hour, status))
     rows.sort(key=lambda row: row[0])
@@ -153,3 +176,4 @@ def recent_backups(backups: Mapping[str, Mapping[str, Any]], limit: int) -> list
 
 def _status(backup: Mapping[str, Any] | None) -> str | None:
     return None if backup is None else backup.get("status")
+

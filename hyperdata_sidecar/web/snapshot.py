@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
+from hyperdata_sidecar.core.seal import revision_of
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.metrics import block_time_to_epoch, hour_start_epoch
 from hyperdata_sidecar.web.files import (
+    GROWING,
     FileState,
     FileStatus,
     LiveFile,
@@ -48,6 +50,7 @@ def not_ready_reasons(sidecar: Sidecar) -> list[str]:
     elif not sidecar.broker_connected:
         reasons.append(f"broker unreachable ({sidecar.settings.kafka_bootstrap})")
     reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(sidecar.holds.items())]
+    reasons += [f"{table}: cannot read the watched tree, keeping its position: {error}" for table, error in sorted(sidecar.unreadable.items())]
     watch = sidecar.settings.watch_dir
     if not (os.path.isdir(watch) and os.access(watch, os.R_OK | os.X_OK)):
         reasons.append(f"WATCH_DIR {watch} is not a readable directory")
@@ -66,7 +69,7 @@ def live_files(sidecar: Sidecar) -> dict[str, LiveFile]:
     live = {}
     for tailer in sidecar.tailers.values():
         for path, tracked in tailer.files.items():
-            if tracked.cursor.stage is not CursorStage.TAILING:
+            if tracked.cursor.stage not in GROWING:
                 continue
             try:
                 size = os.stat(tracked.reader.path).st_size
@@ -142,7 +145,8 @@ def status(sidecar: Sidecar, rates: LineRates, history: History) -> SidecarStatu
         seals=recent_seals(sealed, RECENT),
         backups=recent_backups(backed_up, RECENT),
         problems=problems(
-            not_ready=reasons, tables=tables, files=statuses, thresholds=thresholds, now=now, lost=list(sidecar.lost)
+            not_ready=reasons, tables=tables, files=statuses, thresholds=thresholds, now=now, lost=list(sidecar.lost),
+            late_appends=list(sidecar.late_appends), rewritten=list(sidecar.rewritten), regressions=sidecar.regressions,
         ),
         config=sidecar.settings.public_summary(),
     )
@@ -153,13 +157,15 @@ def refresh_gauges(sidecar: Sidecar) -> None:
 
     Readiness, files tailed, the current file's tail lag and held bytes (from a fresh ``stat``, so
     a tailer stuck on an unreachable broker still shows its lag growing), the oldest finalized
-    file without a seal, the oldest hour without a seal and the lag threshold the alerts compare with.
+    file without a seal of its revision, the oldest hour without a seal, parked backups and the
+    lag threshold the alerts compare with.
     """
     metrics = sidecar.metrics
     metrics.set_ready(not not_ready_reasons(sidecar))
     metrics.set_lag_warn_bytes(sidecar.settings.lag_warn_bytes)
+    metrics.set_backups_parked(sum(1 for record in _table(sidecar.backups).values() if record.get("status") == "parked"))
     live = live_files(sidecar)
-    seals_table = sidecar.seals
+    seals_table = _table(sidecar.seals)
     for table, tailer in sidecar.tailers.items():
         metrics.set_files_tailed(table, len(tailer.files))
         oldest: float | None = None
@@ -174,7 +180,7 @@ def refresh_gauges(sidecar: Sidecar) -> None:
                 metrics.set_tail_lag(table, path, max(0, live[path].size - cursor.byte_offset))
                 metrics.set_partial_held(table, path, live[path].held_bytes)
                 current_set = True
-            elif cursor.stage is CursorStage.FINALIZED and cursor.finalized_at and path not in seals_table:
+            elif cursor.stage is CursorStage.FINALIZED and cursor.finalized_at and revision_of(seals_table.get(path)) < max(cursor.revision, 1):
                 finalized = block_time_to_epoch(cursor.finalized_at)  # the same ISO-8601 parse
                 if finalized is not None and (oldest is None or finalized < oldest):
                     oldest = finalized

@@ -47,7 +47,8 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing to look at: ``level`` is ``error`` (something failed or was rejected) or ``warning`` (behind)."""
+    """One thing to look at: ``level`` is ``error`` (something failed or was rejected, or a sealed
+    file changed) or ``warning`` (behind, or the chain went back to a lower block)."""
 
     level: str
     text: str
@@ -113,16 +114,38 @@ def problems(
     thresholds: Thresholds,
     now: float,
     lost: Sequence[Mapping[str, Any]] = (),
+    late_appends: Sequence[Mapping[str, Any]] = (),
+    rewritten: Sequence[Mapping[str, Any]] = (),
+    regressions: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Problem]:
-    """What an operator should look at: errors first (not ready, files lost, failed backups, seals
-    not recorded, DLQ lines per table), then warnings (lags above their thresholds). One short
-    sentence each."""
+    """What an operator should look at: errors first (not ready, files lost, sealed files that grew
+    or were rewritten, parked and failed backups, seals not recorded, DLQ lines per table), then
+    warnings (block regressions, lags above their thresholds). One short sentence each."""
     errors = list(not_ready)
     errors += [f"{f['path']}: {f['reason']} (published up to byte {f['published_to']} of {f['size_seen']})" for f in lost]
-    warnings = []
+    errors += [
+        f"{f['path']}: grew from {f['sealed_size']} to {f['size']} bytes after its seal; the late lines are published"
+        f" (line ids tagged |late-…) and sealed again as revision {f['revision']}"
+        for f in late_appends
+    ]
+    errors += [
+        f"{f['path']}: {'shrank' if f['reason'] == 'truncated' else 'its first bytes changed'} after its seal"
+        f" ({f['sealed_size']} → {f['size']} bytes); it is no longer read, and Kafka and its seal keep what was sealed"
+        for f in rewritten
+    ]
+    warnings = [
+        f"{table}: {r['count']} block regression(s) since start, the last in {r['path']} at byte {r['offset']}"
+        f" (block {r['block']} after {r['previous']}); line ids now end in |r{r['epoch']}"
+        for table, r in sorted((regressions or {}).items())
+    ]
     for f in files:
-        if f.state == FileState.BACKUP_FAILED.value:
-            backup = f.backup or {}
+        backup = f.backup or {}
+        if f.state == FileState.BACKUP_PARKED.value:
+            errors.append(
+                f"{f.path}: backup parked after {backup.get('attempts', '?')} failed tries ({backup.get('reason', '?')});"
+                f" it is tried again on the next start, or now with: faust -A hyperdata_sidecar backup-retry {f.path}"
+            )
+        elif f.state == FileState.BACKUP_FAILED.value:
             errors.append(f"{f.path}: backup failed ({backup.get('reason', '?')}, attempt {backup.get('attempts', '?')})")
         elif f.state == FileState.FINALIZED.value:
             age = _age(f.finalized_at, now)

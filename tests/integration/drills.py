@@ -41,6 +41,7 @@ from drill_kit import (
     kill,
     log_lines,
     marks,
+    metric,
     metric_value,
     pid,
     reached,
@@ -50,6 +51,7 @@ from drill_kit import (
     wait_for,
 )
 from hostile import collect_hostile_lines
+from hostile_tree import HostileTree, collect_programs
 from sidecar_run import DAY_BOUNDARY, Sidecar
 
 from hyperdata_sidecar.core.tables import TABLES
@@ -729,6 +731,80 @@ async def two_nodes(ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 
     return result
 
 
+# ---------------------------------------------------------------------------- 12. hostile tree
+
+
+async def hostile_tree(ctx: DrillContext, *, programs: int = 2, steps: int = 40, quiet_s: float = 3.0, seed: int | None = None) -> DrillResult:
+    """Hypothesis-drawn programs of events under WATCH_DIR (``hostile_tree.py``: appends, unterminated
+    and late lines, new hours, truncations, replacements, deletions, renames, symlinks, pipes,
+    unreadable files), thrown one after the other at one running worker. After each: the worker is
+    up, idle again (its CPU over ``quiet_s`` within three times its idle share before the first
+    program, or a quarter of a core) and every table's poll loop still goes round, and every line
+    of every file that stayed intact is in Kafka exactly per the contract, with its seals and backups."""
+    seed = random.randrange(10**6) if seed is None else seed
+    result = DrillResult(12, f"hostile tree ({programs} programs of {steps} events)")
+    drawn = collect_programs(programs, steps, seed)
+    sidecar = ctx.sidecar()
+    tree = HostileTree(sidecar.watch)
+    tree.start()
+    worker = sidecar.start()
+    try:
+        await wait_for(worker, lambda: _tree_published(worker, tree), "the first hour files")
+        idle = await _cpu_share(worker, quiet_s)
+        result.note(f"seed {seed}; idle CPU before the first program: {100 * idle:.1f}% of a core")
+        for number, program in enumerate(drawn, start=1):
+            for event in program:
+                tree.apply(event)
+                await asyncio.sleep(event.pause)
+            tree.finish()
+            await wait_for(worker, lambda: _tree_published(worker, tree), f"what program {number} left intact to be published")
+            report = await sidecar.verify(backup_dir=sidecar.backups, ignore=tree.ignored())
+            result.verified(report, label=f"program {number}")
+            ticks = _poll_ticks(worker)
+            busy = await _cpu_share(worker, quiet_s)
+            went_round = {table: _poll_ticks(worker).get(table, 0) - ticks.get(table, 0) for table in (BOOK, ORDERS, FILLS)}
+            result.check(f"program {number}: idle again (CPU {100 * busy:.1f}% of a core)", busy <= max(3 * idle, 0.25))
+            result.check(f"program {number}: every table's poll loop goes round", all(went_round.values()), str(went_round))
+            if not report.ok:
+                result.note(f"program {number}: " + "; ".join(event.describe() for event in program))
+        log = (sidecar.root / "run" / "worker.log").read_text(errors="replace")
+        result.check("no poll crashed and no traceback in the worker log", not sidecar.events("poll_crashed") and "Traceback" not in log)
+        result.note(f"events: {dict(sorted(tree.done.items()))}; {len(tree.ignored())} hour names left out (damaged, symlinks, pipes)")
+        await stop(worker, result)
+    finally:
+        tree.finish()
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+def _tree_published(worker, tree: HostileTree) -> bool:
+    """Ready; each table's newest file published up to its last complete line; every older file
+    that stayed intact sealed at its size now."""
+    if not is_ready(worker) or not reached(worker, marks(tree.watch)):
+        return False
+    rows = {f["path"]: f for f in worker.get_json("/sidecar/files/")["files"]}
+    for table in tree.tables:
+        for relpath in tree.present(table)[:-1]:
+            row = rows.get(relpath)
+            if relpath in tree.damaged:
+                continue
+            if row is None or row["state"] not in ("sealed", "backed_up") or row["size"] != (tree.watch / relpath).stat().st_size:
+                return False
+    return True
+
+
+async def _cpu_share(worker, seconds: float) -> float:
+    """The worker's CPU over the next ``seconds``, as a share of one core."""
+    before = cpu_s(pid(worker))
+    await asyncio.sleep(seconds)
+    return (cpu_s(pid(worker)) - before) / seconds
+
+
+def _poll_ticks(worker) -> dict[str, float]:
+    """Poll cycles each table's loop has completed so far."""
+    return {labels["table"]: value for labels, value in metric(worker, "hyperdata_sidecar_poll_cycle_seconds_count")}
+
+
 # ---------------------------------------------------------------------------- the catalogue
 
 
@@ -757,4 +833,5 @@ DRILLS: tuple[Drill, ...] = (
     Drill(9, sigterm_while_backup_fails),
     Drill(10, sigterm_during_catch_up, dict(hours=2, lines_per_hour=300_000)),
     Drill(11, two_nodes, dict(hours=2, lines_per_hour=40_000, replay_s=120.0)),
+    Drill(12, hostile_tree, dict(programs=8, steps=80)),
 )

@@ -1,6 +1,6 @@
-"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9b) at CI scale, against the session's broker.
+"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9b, 12) at CI scale, against the session's broker.
 
-The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all eleven at full scale);
+The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all of them at full scale);
 each test runs one and asserts every check it made.
 """
 
@@ -13,6 +13,7 @@ from drills import (
     broker_down,
     deleted_before_published,
     hostile_lines,
+    hostile_tree,
     local_state_lost,
     sigkill_during_outage,
     sigkill_mid_tail,
@@ -74,4 +75,9 @@ async def test_hostile_lines_never_stop_the_worker_and_every_line_lands_on_its_t
 
 async def test_sigterm_while_a_backup_keeps_failing_exits_within_the_stop_bound(ctx):
     result = await sigterm_while_backup_fails(ctx)
+    assert result.ok, result.describe()
+
+
+async def test_a_hostile_tree_never_stops_or_spins_the_worker_and_every_intact_file_is_published_exactly(ctx):
+    result = await hostile_tree(ctx)
     assert result.ok, result.describe()

@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError
 
 from hyperdata_sidecar.config import Settings, load_settings
 from hyperdata_sidecar.core.cursor import FileCursor
-from hyperdata_sidecar.core.records import Record
+from hyperdata_sidecar.core.records import Record, Regression
 from hyperdata_sidecar.core.seal import SealManifest
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
@@ -98,6 +98,9 @@ class FakeHost:
     holds: dict[str, str] = field(default_factory=dict)
     held_ever: list[str] = field(default_factory=list)
     pauses: list[float] = field(default_factory=list)
+    regressions: list[tuple[str, Regression]] = field(default_factory=list)
+    late_appends: list[tuple[str, int, int, int]] = field(default_factory=list)  # path, revision, sealed size, size
+    rewritten: list[tuple[str, str]] = field(default_factory=list)  # path, reason
 
     async def checkpoint(self, cursor: FileCursor) -> None:
         self.checkpoints[cursor.path] = cursor
@@ -109,11 +112,20 @@ class FakeHost:
         self.forgotten.append(path)
         self.checkpoints.pop(path, None)
 
-    def sealed(self, path: str) -> bool:
-        return any(m.path == path for m in self.rotations)
+    def sealed(self, path: str, revision: int) -> bool:
+        return any(m.path == path and m.revision >= revision for m in self.rotations)
 
     def file_lost(self, table: str, path: str, reason: str, published_to: int, size_seen: int) -> None:
         self.lost.append((path, reason))
+
+    def block_regression(self, table: str, path: str, regression: Regression) -> None:
+        self.regressions.append((path, regression))
+
+    def late_append(self, table: str, path: str, revision: int, sealed_size: int, size: int) -> None:
+        self.late_appends.append((path, revision, sealed_size, size))
+
+    def sealed_file_rewritten(self, table: str, path: str, reason: str, sealed_size: int, size: int) -> None:
+        self.rewritten.append((path, reason))
 
     def hold(self, table: str, reason: str | None) -> None:
         if reason is None:

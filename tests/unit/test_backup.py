@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import errno
 import hashlib
 import os
@@ -203,6 +205,25 @@ async def test_a_missing_source_is_source_missing(tmp_path: Path, root: Path) ->
         await LocalBackupSink(root).backup(tmp_path / "gone", relpath=RELPATH, sha256=sha(CONTENT))
 
     assert failure.value.reason == "source_missing"
+
+
+@pytest.mark.parametrize("swap", ["fifo", "symlink", "directory"])
+async def test_something_else_in_place_of_the_source_is_source_missing_and_is_neither_followed_nor_waited_on(
+    source: Path, root: Path, tmp_path: Path, swap: str
+) -> None:
+    source.unlink()
+    if swap == "fifo":
+        os.mkfifo(source)  # opening it for reading without O_NONBLOCK would wait for a writer forever
+    elif swap == "symlink":
+        (tmp_path / "elsewhere").write_bytes(CONTENT)
+        source.symlink_to(tmp_path / "elsewhere")
+    else:
+        source.mkdir()
+    with pytest.raises(BackupError) as failure:
+        await asyncio.wait_for(LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT)), 30)
+
+    assert failure.value.reason == "source_missing"
+    assert all_files(root) == []
 
 
 async def test_a_file_in_place_of_a_target_directory_fails_as_io_error(source: Path, root: Path) -> None:

@@ -28,6 +28,12 @@ def test_contract_defaults_apply_without_any_configuration(tmp_path, monkeypatch
     assert settings.backup_sink == "local"
     assert settings.topics["node_fills_streaming"] == "hyperliquid.fills"
     assert settings.node_id  # the host name
+    assert (settings.late_append_watch_s, settings.backup_max_tries) == (7200.0, 20)
+
+
+def test_late_appends_can_be_left_unwatched(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_settings({"LATE_APPEND_WATCH_S": "0"}).late_append_watch_s == 0.0
 
 
 def test_environment_overrides_the_config_file(tmp_path):
@@ -49,6 +55,8 @@ def test_environment_overrides_the_config_file(tmp_path):
         ("NODE_ID", "node/1"),
         ("TOPICS_APPLY_ON_START", "maybe"),
         ("KAFKA_SECURITY_PROTOCOL", "SASL_SSL"),  # without a mechanism
+        ("BACKUP_MAX_TRIES", "0"),
+        ("LATE_APPEND_WATCH_S", "-1"),
     ],
 )
 def test_a_bad_value_is_one_error_naming_its_setting(name, value, tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
 from hyperdata_sidecar.core.partitioner import partition_for
-from hyperdata_sidecar.core.records import Collector, Record, RecordWriter, Routes, Tally, Topics, reference
+from hyperdata_sidecar.core.records import Collector, Record, RecordWriter, Regression, Routes, Tally, Topics, reference
 from hyperdata_sidecar.core.splitter import Line, LineSplitter, OversizeLine
 from hyperdata_sidecar.core.tables import TABLES
 
@@ -48,22 +48,26 @@ def by_offset(collector: Collector) -> dict[int, Record]:
 # --- the reference model ----------------------------------------------------------------------
 
 
-def model(spec, data: bytes, start_state=(None, 0)):
+def model(spec, data: bytes, start_state=(None, 0, 0), late_tag=""):
     """What the writer must produce for ``data`` (complete lines only): per offset, the record."""
     out: dict[int, tuple] = {}
-    block, seq = start_state
+    block, seq, epoch = start_state
     offset = 0
     for line in data.split(b"\n")[:-1]:
         info = inspect_line(spec, line)
         if isinstance(info, LineInfo):
+            if block is not None and info.block_number < block:
+                epoch += 1
             line_seq = seq if info.block_number == block else 0
             block, seq = info.block_number, line_seq + info.n_events
             key = info.coin.encode()
-            out[offset] = ("data", partition_for(key, 6), key, line, f"{spec.dir_name}|{info.block_number}|{line_seq}".encode())
+            suffix = (f"|r{epoch}" if epoch else "") + late_tag
+            line_id = f"{spec.dir_name}|{info.block_number}|{line_seq}{suffix}".encode()
+            out[offset] = ("data", partition_for(key, 6), key, line, line_id)
         else:
             out[offset] = ("dlq", partition_for(spec.dir_name.encode(), 3), spec.dir_name.encode(), line, info.reason)
         offset += len(line) + 1
-    return out, (block, seq)
+    return out, (block, seq, epoch)
 
 
 def as_model(collector: Collector):
@@ -119,11 +123,72 @@ def test_seq_in_block_counts_the_events_of_earlier_lines_of_the_block_and_restar
 
 
 def test_a_block_continued_from_the_previous_file_continues_its_seq():
-    w = writer(seq_state=(7, 5))
+    w = writer(seq_state=(7, 5, 0))
     collector = w.produce
     write_all(w, envelope([EVENT_OF[BOOK]()], block_number=7) + b"\n")
     assert records(collector)[0].header("line_id") == b"node_raw_book_diffs_streaming|7|5"
-    assert w.seq_state == (7, 6)
+    assert w.seq_state == (7, 6, 0)
+
+
+# --- block regressions and late lines -----------------------------------------------------------
+
+
+def ids_of(collector: Collector) -> list[bytes]:
+    return [by_offset(collector)[o].header("line_id") for o in sorted(by_offset(collector)) if by_offset(collector)[o].topic == "data"]
+
+
+def test_a_lower_block_starts_a_regression_epoch_that_every_later_id_carries():
+    w = writer()
+    blocks = [7, 8, 5, 5, 9, 3]
+    tally = write_all(w, b"".join(envelope([EVENT_OF[BOOK]()], block_number=b) + b"\n" for b in blocks))
+    assert [i.split(b"|", 2)[2] for i in ids_of(w.produce)] == [b"0", b"0", b"0|r1", b"1|r1", b"0|r1", b"0|r2"]
+    line = len(envelope([EVENT_OF[BOOK]()], block_number=7)) + 1
+    assert tally.regressions == [Regression(2 * line, 8, 5, 1), Regression(5 * line, 9, 3, 2)]
+    assert w.seq_state == (3, 1, 2)
+
+
+def test_the_same_block_again_is_not_a_regression():
+    w = writer(seq_state=(7, 3, 0))
+    tally = write_all(w, envelope([EVENT_OF[BOOK]()], block_number=7) + b"\n")
+    assert (ids_of(w.produce), tally.regressions, w.seq_state) == ([b"node_raw_book_diffs_streaming|7|3"], [], (7, 4, 0))
+
+
+def test_a_regression_against_the_previous_file_counts_from_the_carried_state():
+    w = writer(seq_state=(9, 2, 1))
+    tally = write_all(w, envelope([EVENT_OF[BOOK]()], block_number=8) + b"\n")
+    assert ids_of(w.produce) == [b"node_raw_book_diffs_streaming|8|0|r2"]
+    assert tally.regressions == [Regression(0, 9, 8, 2)]
+
+
+def test_a_late_tag_ends_every_id_after_the_epoch():
+    w = writer(seq_state=(7, 1, 0), late_tag=b"|late-20260610-13")
+    write_all(w, b"".join(envelope([EVENT_OF[BOOK]()], block_number=b) + b"\n" for b in (7, 6)))
+    assert ids_of(w.produce) == [
+        b"node_raw_book_diffs_streaming|7|1|late-20260610-13", b"node_raw_book_diffs_streaming|6|0|r1|late-20260610-13"
+    ]
+
+
+def test_a_seq_beyond_the_cached_texts_carries_the_suffix_too():
+    w = writer(seq_state=(7, 5000, 1), late_tag=b"|late-x")
+    write_all(w, envelope([EVENT_OF[BOOK]()], block_number=7) + b"\n")
+    assert ids_of(w.produce) == [b"node_raw_book_diffs_streaming|7|5000|r1|late-x"]
+
+
+_BLOCKS = st.lists(st.tuples(st.integers(0, 6), st.integers(1, 3)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_BLOCKS, st.data())
+def test_ids_never_repeat_whatever_the_blocks_do_and_wherever_a_restart_falls(blocks, data):
+    lines = [envelope([EVENT_OF[BOOK]()] * n, block_number=b) + b"\n" for b, n in blocks]
+    cut = data.draw(st.integers(0, len(lines)))
+    first = writer()
+    write_all(first, b"".join(lines[:cut]))
+    second = writer(offset=first.offset, seq_state=first.seq_state)
+    write_all(second, b"".join(lines[cut:]))
+    ids = ids_of(first.produce) + ids_of(second.produce)
+    assert len(ids) == len(set(ids)) == len(lines)
+    assert second.epoch == sum(1 for (a, _), (b, _) in zip(blocks, blocks[1:]) if b < a)
 
 
 def test_dead_letters_do_not_take_a_seq():
@@ -253,6 +318,7 @@ def test_refusals_stop_the_write_and_resuming_gives_the_same_records(lines, refu
     plain_tally = write_all(writer(produce=plain), stream)
     assert flaky.groups == plain.groups
     assert (tally.produced, tally.lines, tally.dlq) == (plain_tally.produced, plain_tally.lines, plain_tally.dlq)
+    assert tally.regressions == plain_tally.regressions
     assert stops == sum(refusals[: len(refusals) - len(flaky.refusals)])
 
 

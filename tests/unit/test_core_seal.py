@@ -75,7 +75,7 @@ def test_to_json_writes_the_fields_in_contract_order_with_block_range_as_a_list(
         b'{"table":"node_raw_book_diffs_streaming","path":"node_raw_book_diffs_streaming/hourly/20260610/13",'
         b'"date":"20260610","hour":"13","block_range":[1030140001,1030196121],"size":15320775857,'
         b'"sha256":"' + b"a" * 64 + b'","finalized_at":"2026-06-10T14:00:00.123Z","lines":3600000,'
-        b'"dlq_lines":2,"node":"node-1"}'
+        b'"dlq_lines":2,"node":"node-1","revision":1,"block_regressions":0}'
     )
 
 
@@ -117,6 +117,8 @@ _INTS = st.integers(-(2**63), 2**63 - 1)
         lines=_INTS,
         dlq_lines=_INTS,
         node=_TEXT,
+        revision=_INTS,
+        block_regressions=_INTS,
     )
 )
 def test_any_manifest_round_trips_through_json(original):
@@ -126,10 +128,25 @@ def test_any_manifest_round_trips_through_json(original):
 FIELDS = [
     "table", "path", "date", "hour", "block_range", "size", "sha256", "finalized_at", "lines", "dlq_lines", "node"
 ]
+ADDED_FIELDS = ["revision", "block_regressions"]
 
 
-def test_to_json_writes_exactly_the_contract_fields():
-    assert list(orjson.loads(manifest().to_json())) == FIELDS
+def test_to_json_writes_exactly_the_contract_fields_then_the_revision_and_regressions():
+    assert list(orjson.loads(manifest().to_json())) == FIELDS + ADDED_FIELDS
+
+
+def test_a_later_revision_round_trips_with_its_regression_count():
+    revised = manifest(revision=3, block_regressions=2, size=15320775900)
+    assert SealManifest.from_json(revised.to_json()) == revised
+    assert orjson.loads(revised.to_json())["revision"] == 3
+
+
+def test_a_seal_written_before_revisions_existed_reads_as_the_first_revision_without_regressions():
+    obj = orjson.loads(manifest().to_json())
+    for name in ADDED_FIELDS:
+        del obj[name]
+    restored = SealManifest.from_json(orjson.dumps(obj))
+    assert (restored.revision, restored.block_regressions) == (1, 0)
 
 
 @pytest.mark.parametrize("field", FIELDS)
@@ -156,6 +173,8 @@ def test_from_json_rejects_a_missing_field_naming_it(field):
         ("block_range", [1, True]),
         ("block_range", {"first": 1, "last": 2}),
         ("block_range", "1-2"),
+        ("revision", "2"),
+        ("block_regressions", False),
     ],
     ids=repr,
 )

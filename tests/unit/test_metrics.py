@@ -40,6 +40,11 @@ EXPECTED_TYPES = {
     "hyperdata_sidecar_newest_hour_file_start_seconds": "gauge",
     "hyperdata_sidecar_oldest_unsealed_hour_age_seconds": "gauge",
     "hyperdata_sidecar_lag_warn_bytes": "gauge",
+    "hyperdata_sidecar_read_failures_total": "counter",
+    "hyperdata_sidecar_late_appends_total": "counter",
+    "hyperdata_sidecar_sealed_files_rewritten_total": "counter",
+    "hyperdata_sidecar_block_regressions_total": "counter",
+    "hyperdata_sidecar_backups_parked": "gauge",
 }
 
 
@@ -94,6 +99,41 @@ def test_known_tables_are_exposed_at_zero_before_any_event() -> None:
     assert value(metrics, "hyperdata_sidecar_lines_published_total", table=BOOK) == 0
     assert value(metrics, "hyperdata_sidecar_bytes_read_total", table=FILLS) == 0
     assert value(metrics, "hyperdata_sidecar_publish_lag_seconds", table=FILLS) == 0
+
+
+def test_late_appends_rewrites_regressions_and_read_failures_are_exposed_at_zero_per_table() -> None:
+    metrics = SidecarMetrics(tables=[BOOK, FILLS])
+
+    for table in (BOOK, FILLS):
+        assert value(metrics, "hyperdata_sidecar_late_appends_total", table=table) == 0
+        assert value(metrics, "hyperdata_sidecar_block_regressions_total", table=table) == 0
+        assert value(metrics, "hyperdata_sidecar_read_failures_total", table=table) == 0
+        for reason in ("truncated", "replaced"):
+            assert value(metrics, "hyperdata_sidecar_sealed_files_rewritten_total", table=table, reason=reason) == 0
+
+
+def test_late_appends_rewrites_regressions_and_read_failures_count_per_table() -> None:
+    metrics = SidecarMetrics()
+    metrics.late_append(FILLS)
+    metrics.block_regression(BOOK)
+    metrics.block_regression(BOOK)
+    metrics.sealed_file_rewritten(FILLS, "replaced")
+    metrics.read_failed(FILLS)
+
+    assert value(metrics, "hyperdata_sidecar_late_appends_total", table=FILLS) == 1
+    assert value(metrics, "hyperdata_sidecar_block_regressions_total", table=BOOK) == 2
+    assert value(metrics, "hyperdata_sidecar_sealed_files_rewritten_total", table=FILLS, reason="replaced") == 1
+    assert value(metrics, "hyperdata_sidecar_read_failures_total", table=FILLS) == 1
+    with pytest.raises(ValueError, match="truncated"):
+        metrics.sealed_file_rewritten(FILLS, "moved")
+
+
+def test_parked_backups_follow_the_last_count() -> None:
+    metrics = SidecarMetrics()
+    metrics.set_backups_parked(2)
+    metrics.set_backups_parked(1)
+
+    assert value(metrics, "hyperdata_sidecar_backups_parked") == 1
 
 
 def test_backup_results_are_exposed_at_zero_before_any_backup() -> None:

@@ -5,6 +5,8 @@ through outages, refusals, back-pressure, rotations, truncations, deletions and 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 from pathlib import Path
 
 import orjson
@@ -27,7 +29,9 @@ COINS = ["BTC", "ETH", "SOL", "LIT", "xyz:TSLA"]
 
 
 def line(n: int, block: int | None = None) -> bytes:
-    return envelope([EVENT_OF[SPEC](COINS[n % len(COINS)])], block_number=block if block is not None else 1000 + n // 3, n=n)
+    """Line ``n``: its first bytes (a nanosecond local_time, as the node writes) differ from every other line's."""
+    event = EVENT_OF[SPEC](COINS[n % len(COINS)])
+    return envelope([event], block_number=block if block is not None else 1000 + n // 3, n=n, local_time=f"2026-06-10T13:10:56.{n:09d}")
 
 
 def hour_path(watch: Path, hour: int) -> Path:
@@ -60,16 +64,25 @@ def published(broker: FakeBroker, source: str | None = None) -> list[tuple[str, 
     return out
 
 
-def in_file_order_per_partition(broker: FakeBroker, *, first_deliveries_only: bool = False) -> bool:
-    """Each partition holds its lines in file order (``first_deliveries_only``: ignoring repeats)."""
+def in_file_order_per_partition(broker: FakeBroker, *, first_deliveries_only: bool = False, late: set[bytes] = frozenset()) -> bool:
+    """Each partition holds its lines in file order (``first_deliveries_only``: ignoring repeats).
+
+    Lines in ``late`` (appended to a file after the next one began) only have to be in order
+    within their own file: the next file's lines may come before them.
+    """
     for (topic, _), records in broker.log.items():
         if topic != TOPIC:
             continue
-        positions = [(r.header("source"), int(r.header("offset"))) for r in records]
+        positions = [(r.header("source"), int(r.header("offset")), r.value in late) for r in records]
         if first_deliveries_only:
             positions = list(dict.fromkeys(positions))
-        if positions != sorted(positions):
+        on_time = [p[:2] for p in positions if not p[2]]
+        if on_time != sorted(on_time):
             return False
+        for source in {p[0] for p in positions}:
+            offsets = [p[1] for p in positions if p[0] == source]
+            if offsets != sorted(offsets):
+                return False
     return True
 
 
@@ -227,10 +240,11 @@ async def test_a_restart_resumes_from_the_checkpoint_and_repeats_at_most_the_win
 
 
 class TailerModel(RuleBasedStateMachine):
-    """Random appends (whole and partial lines), rotations, outages, refused topics, back-pressure,
-    truncations, deletions and crashes against the tailer, on a real directory. Whenever the broker is back and
-    no line is half-written, two ticks publish every complete line of every file: each once (more
-    only after a crash), first deliveries in file order in every partition."""
+    """Random appends (whole and partial lines, to the current file and, late, to older ones),
+    block regressions, rotations, outages, refused topics, back-pressure, truncations, deletions and
+    crashes against the tailer, on a real directory. Whenever the broker is back and no line is
+    half-written, two ticks publish every complete line of every file: each once (more only after a
+    crash), first deliveries in file order in every partition, one line id per line and no id for two."""
 
     @initialize()
     def setup(self) -> None:
@@ -249,6 +263,8 @@ class TailerModel(RuleBasedStateMachine):
         self.ever: dict[str, set[bytes]] = {}  # every complete line each file ever held
         self.crashed = False
         self.truncated: set[str] = set()
+        self.late_pending: dict[Path, tuple[bytes, bytes]] = {}  # an older file's unterminated late line: written, whole
+        self.late: set[bytes] = set()  # lines appended to a file after the next one began
 
     def teardown(self) -> None:
         import shutil
@@ -280,6 +296,39 @@ class TailerModel(RuleBasedStateMachine):
         append(self.current, self.pending)
 
     @precondition(lambda self: not self.pending)
+    @rule(back=st.integers(1, 400))
+    def regress(self, back: int) -> None:
+        """A line whose block is lower than the table's newest (the chain rewound)."""
+        new = line(self.counter, block=1000 + self.counter // 3 - back)
+        self.counter += 1
+        append(self.current, new + b"\n")
+        self.content.setdefault(self.rel(self.current), []).append(new)
+        self.ever.setdefault(self.rel(self.current), set()).add(new)
+
+    @precondition(lambda self: self.hour > 13)
+    @rule(data=st.data(), count=st.integers(0, 4), cut=st.none() | st.integers(1, 30))
+    def append_late(self, data, count: int, cut: int | None) -> None:
+        """Lines appended to an older file (sealed or not yet), completing its unterminated late
+        line if it has one, and ending in an unterminated one when ``cut`` says so."""
+        older = [p for p in sorted(self.watch.rglob("*")) if p.is_file() and p != self.current and self.rel(p) not in self.truncated]
+        if not older:
+            return
+        target = data.draw(st.sampled_from(older))
+        written, unfinished = self.late_pending.pop(target, (b"", None))
+        complete = ([unfinished] if unfinished is not None else []) + [line(self.counter + i) for i in range(count)]
+        self.counter += count
+        body = b"".join(x + b"\n" for x in complete)[len(written) :]
+        if cut is not None:
+            extra = line(self.counter)
+            self.counter += 1
+            body += extra[:cut]
+            self.late_pending[target] = (extra[:cut], extra)
+        append(target, body)
+        self.content.setdefault(self.rel(target), []).extend(complete)
+        self.ever.setdefault(self.rel(target), set()).update(complete)
+        self.late.update(complete)
+
+    @precondition(lambda self: not self.pending and self.hour < 23)  # hour 24 is no hour file
     @rule()
     def rotate(self) -> None:
         self.hour += 1
@@ -320,18 +369,44 @@ class TailerModel(RuleBasedStateMachine):
 
     @precondition(lambda self: self.hour > 13)
     @rule(data=st.data())
+    def truncate_older_file(self, data) -> None:
+        """An older file cut short: read again from byte 0 if it was not sealed yet, reported and
+        left alone if it was. Either way its lines are not owed any more, and nothing is appended to it again."""
+        older = [p for p in sorted(self.watch.rglob("*")) if p.is_file() and p != self.current and p.stat().st_size > 0]
+        if not older:
+            return
+        doomed = data.draw(st.sampled_from(older))
+        doomed.write_bytes(b"")
+        self.content.pop(self.rel(doomed), None)
+        self.late_pending.pop(doomed, None)
+        self.truncated.add(self.rel(doomed))
+
+    @precondition(lambda self: self.hour > 13)
+    @rule(data=st.data())
     def delete_older_file(self, data) -> None:
         older = [p for p in sorted(self.watch.rglob("*")) if p.is_file() and p != self.current]
         if not older:
             return
         doomed = data.draw(st.sampled_from(older))
         doomed.unlink()
+        self.late_pending.pop(doomed, None)
         self.content.pop(self.rel(doomed), None)  # its lines are not owed any more (reported lost if unpublished)
 
     @invariant()
     def only_lines_of_the_files_are_published(self) -> None:
         for record in self.broker.records(TOPIC):
             assert record.value in self.ever[record.header("source").decode()]
+
+    @invariant()
+    def each_line_has_one_id_and_no_id_names_two_lines(self) -> None:
+        by_line: dict[tuple[str, int], set[bytes]] = {}
+        for record in self.broker.records(TOPIC):
+            source = record.header("source").decode()
+            if source not in self.truncated:  # a truncated file is read again: other lines at the same offsets
+                by_line.setdefault((source, int(record.header("offset"))), set()).add(record.header("line_id"))
+        assert all(len(found) == 1 for found in by_line.values())
+        every = [i for found in by_line.values() for i in found]
+        assert len(every) == len(set(every))
 
     @invariant()
     def a_quiet_broker_gets_every_complete_line(self) -> None:
@@ -345,7 +420,7 @@ class TailerModel(RuleBasedStateMachine):
             if rel not in self.truncated and not self.crashed:
                 assert len(got) == len(lines)
         if not self.truncated:  # a truncated file is published again from offset 0
-            assert in_file_order_per_partition(self.broker, first_deliveries_only=self.crashed)
+            assert in_file_order_per_partition(self.broker, first_deliveries_only=self.crashed, late=self.late)
         assert self.host.holds == {}
 
 
@@ -389,3 +464,157 @@ async def test_a_sealed_file_deleted_by_the_pruner_is_not_lost(watch):
     hour_path(watch, 13).unlink()
     await tailer.tick()
     assert host.lost == [] and f"{SPEC.dir_name}/hourly/20260610/13" in host.forgotten
+
+
+# --- sealed files that change: late appends and rewrites -----------------------------------------
+
+
+def rel(hour: int) -> str:
+    return f"{SPEC.dir_name}/hourly/20260610/{hour}"
+
+
+def ids(broker: FakeBroker, source: str) -> list[str]:
+    return [r.header("line_id").decode() for r in sorted(broker.records(TOPIC), key=lambda r: int(r.header("offset"))) if r.header("source").decode() == source]
+
+
+async def sealed_pair(watch, host, broker, first: list[bytes], second: list[bytes], **env) -> TableTailer:
+    """Hours 13 and 14 with these lines, 13 finalized and sealed; returns the tailer."""
+    append(hour_path(watch, 13), b"".join(x + b"\n" for x in first))
+    append(hour_path(watch, 14), b"".join(x + b"\n" for x in second))
+    tailer = new_tailer(watch, host, broker, **env)
+    await run_ticks(tailer)
+    assert [m.path for m in host.rotations] == [rel(13)]
+    return tailer
+
+
+async def test_lines_appended_after_the_seal_are_published_with_the_files_own_ids_tagged_and_sealed_again(watch):
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    tailer = await sealed_pair(watch, host, broker, [line(0, block=7), line(1, block=7)], [line(2, block=7), line(3, block=8)])
+    sealed_size = hour_path(watch, 13).stat().st_size
+    append(hour_path(watch, 13), line(4, block=7) + b"\n" + line(5, block=9) + b"\n")
+    await tailer.tick()
+    tag = "|late-20260610-13"
+    assert ids(broker, rel(14)) == [f"{SPEC.dir_name}|7|2", f"{SPEC.dir_name}|8|0"]
+    assert ids(broker, rel(13)) == [f"{SPEC.dir_name}|7|0", f"{SPEC.dir_name}|7|1", f"{SPEC.dir_name}|7|2{tag}", f"{SPEC.dir_name}|9|0{tag}"]
+    data = hour_path(watch, 13).read_bytes()
+    revised = host.rotations[-1]
+    assert (revised.path, revised.revision, revised.size, revised.sha256) == (rel(13), 2, len(data), hashlib.sha256(data).hexdigest())
+    assert (revised.lines, revised.dlq_lines, revised.block_range) == (4, 0, (7, 9))
+    assert host.late_appends == [(rel(13), 2, sealed_size, len(data))]
+    cursor = host.checkpoints[rel(13)]
+    assert (cursor.stage, cursor.revision, cursor.carry_state) == (CursorStage.FINALIZED, 2, (7, 2, 0))
+
+
+async def test_a_late_append_completes_the_line_the_seal_dead_lettered_as_unterminated(watch):
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    cut = line(1, block=7)
+    append(hour_path(watch, 13), line(0, block=7) + b"\n" + cut[:20])
+    append(hour_path(watch, 14), line(2, block=8) + b"\n")
+    tailer = new_tailer(watch, host, broker)
+    await run_ticks(tailer)
+    [unterminated] = broker.records(DLQ)
+    assert unterminated.value == cut[:20] and host.rotations[0].dlq_lines == 1
+    append(hour_path(watch, 13), cut[20:] + b"\n")
+    await tailer.tick()
+    late = [r for r in broker.records(TOPIC) if r.value == cut]
+    assert [(int(r.header("offset")), r.header("line_id")) for r in late] == [
+        (len(line(0, block=7)) + 1, f"{SPEC.dir_name}|7|1|late-20260610-13".encode())
+    ]
+    revised = host.rotations[-1]
+    assert (revised.revision, revised.lines, revised.dlq_lines, revised.size) == (2, 2, 1, hour_path(watch, 13).stat().st_size)
+
+
+async def test_every_late_append_is_a_new_revision_and_the_next_file_still_continues_from_the_first_end(watch):
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    tailer = await sealed_pair(watch, host, broker, [line(0, block=7)], [line(1, block=8)])
+    for n in (2, 3):
+        append(hour_path(watch, 13), line(n, block=7) + b"\n")
+        await tailer.tick()
+    assert [m.revision for m in host.rotations if m.path == rel(13)] == [1, 2, 3]
+    append(hour_path(watch, 15), line(4, block=8) + b"\n")  # 14 ends in block 8, seq 1
+    await run_ticks(tailer)
+    assert ids(broker, rel(15)) == [f"{SPEC.dir_name}|8|1"]
+
+
+async def test_a_restart_while_late_lines_are_published_gives_them_the_same_ids(watch):
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    await sealed_pair(watch, host, broker, [line(0, block=7)], [line(1, block=8)])
+    tailer = new_tailer(watch, host, broker, SEAL_GRACE_MS="600000")  # the reopened file stays reopened
+    append(hour_path(watch, 13), line(2, block=7) + b"\n")
+    await tailer.tick()
+    assert host.checkpoints[rel(13)].stage is CursorStage.REOPENED
+    append(hour_path(watch, 13), line(3, block=7) + b"\n")
+    await run_ticks(new_tailer(watch, host, broker))
+    assert ids(broker, rel(13)) == [f"{SPEC.dir_name}|7|{n}" + ("|late-20260610-13" if n else "") for n in range(3)]
+    assert host.rotations[-1].revision == 2 and host.rotations[-1].lines == 3
+
+
+async def test_a_reopened_file_does_not_hold_back_the_file_being_tailed(watch):
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    await sealed_pair(watch, host, broker, [line(0)], [line(1)])
+    tailer = new_tailer(watch, host, broker, SEAL_GRACE_MS="600000")
+    append(hour_path(watch, 13), line(2) + b"\n")
+    append(hour_path(watch, 14), line(3) + b"\n")
+    await tailer.tick()
+    assert {r.value for r in broker.records(TOPIC)} == {line(n) for n in range(4)}
+    assert host.checkpoints[rel(13)].stage is CursorStage.REOPENED and len(host.rotations) == 1
+
+
+@pytest.mark.parametrize(("rewrite", "reason"), [(lambda data: data[:-5], "truncated"), (lambda data: b'{"x":1}\n' + data, "replaced")])
+async def test_a_sealed_file_that_shrinks_or_changes_its_head_is_reported_and_never_read_again(watch, rewrite, reason):
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    tailer = await sealed_pair(watch, host, broker, [line(0), line(1)], [line(2)])
+    before = len(broker.records(TOPIC)) + len(broker.records(DLQ))
+    hour_path(watch, 13).write_bytes(rewrite(hour_path(watch, 13).read_bytes()))
+    await run_ticks(tailer)
+    append(hour_path(watch, 13), line(3) + b"\n")
+    await run_ticks(tailer)
+    assert host.rewritten == [(rel(13), reason)]
+    assert len(broker.records(TOPIC)) + len(broker.records(DLQ)) == before
+    assert host.checkpoints[rel(13)].stage is CursorStage.REWRITTEN and len(host.rotations) == 1
+
+
+async def test_a_sealed_file_past_the_watch_window_is_not_looked_at(watch, monkeypatch):
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    tailer = await sealed_pair(watch, host, broker, [line(0)], [line(1)], LATE_APPEND_WATCH_S="0")
+    stats = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda path, *a, **k: stats.append(str(path)) or real_stat(path, *a, **k))
+    append(hour_path(watch, 13), line(2) + b"\n")
+    await run_ticks(tailer)
+    assert str(hour_path(watch, 13)) not in stats
+    assert host.late_appends == [] and line(2) not in {r.value for r in broker.records(TOPIC)}
+
+
+async def test_a_sealed_file_in_the_watch_window_costs_one_stat_per_poll(watch, monkeypatch):
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    tailer = await sealed_pair(watch, host, broker, [line(0)], [line(1)])
+    stats = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda path, *a, **k: stats.append(str(path)) or real_stat(path, *a, **k))
+    await run_ticks(tailer, 5)
+    assert stats.count(str(hour_path(watch, 13))) == 5
+
+
+# --- block regressions -------------------------------------------------------------------------
+
+
+async def test_a_block_regression_is_published_as_usual_reported_once_delivered_and_counted_in_the_seal(watch):
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    lines = [line(0, block=9), line(1, block=5), line(2, block=5)]
+    await sealed_pair(watch, host, broker, lines, [line(3, block=4)])
+    assert ids(broker, rel(13)) == [f"{SPEC.dir_name}|9|0", f"{SPEC.dir_name}|5|0|r1", f"{SPEC.dir_name}|5|1|r1"]
+    assert ids(broker, rel(14)) == [f"{SPEC.dir_name}|4|0|r2"]
+    assert sorted(r.value for r in broker.records(TOPIC)) == sorted(lines + [line(3, block=4)])
+    assert [(path, r.previous, r.block, r.epoch) for path, r in host.regressions] == [(rel(13), 9, 5, 1), (rel(14), 5, 4, 2)]
+    assert host.rotations[0].block_regressions == 1
+    assert host.checkpoints[rel(14)].seq_state == (4, 1, 2)
+
+
+async def test_the_regression_epoch_survives_a_restart(watch):
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    append(hour_path(watch, 13), line(0, block=9) + b"\n" + line(1, block=5) + b"\n")
+    await run_ticks(new_tailer(watch, host, broker))
+    append(hour_path(watch, 13), line(2, block=6) + b"\n")
+    await run_ticks(new_tailer(watch, host, broker))
+    assert ids(broker, rel(13))[-1] == f"{SPEC.dir_name}|6|0|r1"

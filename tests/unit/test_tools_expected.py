@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import orjson
@@ -170,3 +171,11 @@ def test_hour_files_are_ordered_as_numbers_across_days(tmp_path):
 )
 def test_lines_classify_as_the_contract_says(table, line, verdict):
     assert classify(table, line) == verdict
+
+
+def test_symlinks_pipes_and_symlinked_date_dirs_are_not_hour_files(tree, tmp_path):
+    hourly = tree / BOOK_DIFFS / "hourly"
+    (hourly / "20260610" / "11").symlink_to(hourly / "20260610" / "9")
+    os.mkfifo(hourly / "20260610" / "12")
+    (hourly / "20260611").symlink_to(hourly / "20260610", target_is_directory=True)
+    assert [f.relpath for f in hour_files(tree, BOOK_DIFFS)] == [f"{BOOK_DIFFS}/hourly/20260610/9", f"{BOOK_DIFFS}/hourly/20260610/10"]

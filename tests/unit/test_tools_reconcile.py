@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -76,6 +77,8 @@ def seal_value(f: ExpectedFile, **changes) -> bytes:
         "lines": len(f.lines),
         "dlq_lines": len(f.dlq),
         "node": "node-a",
+        "revision": 1,
+        "block_regressions": f.block_regressions,
     }
     value.update(changes)
     return orjson.dumps(value)
@@ -104,10 +107,10 @@ def published(files: list[ExpectedFile]) -> Observed:
                 )
             )
             next_offset[topic, partition] += 1
-        for entry in f.dlq:
+        for entry in f.tails + f.dlq:
             value = json.dumps(entry.ref).encode() if entry.ref else None
             digest = value_digest(value) if value else entry.digest
-            reason = min(entry.reasons)
+            reason = "unterminated" if "unterminated" in entry.reasons else min(entry.reasons)
             observed.dlq.append(
                 DlqRecord(
                     0, len(observed.dlq), f.table.encode(), f.relpath, entry.offset, reason, digest, entry.ref
@@ -115,7 +118,11 @@ def published(files: list[ExpectedFile]) -> Observed:
             )
         if f.finalized:
             key = f"{f.table}|{f.hour_file.date}|{f.hour_file.hour}".encode()
-            observed.seals.append(SealRecord(0, len(observed.seals), key, seal_value(f)))
+            for revision, size in enumerate(sorted(f.prefixes), start=1):
+                earlier = seal_value(f, revision=revision, size=size, sha256=f.prefixes[size])
+                observed.seals.append(SealRecord(0, len(observed.seals), key, earlier))
+            latest = seal_value(f, revision=len(f.prefixes) + 1, dlq_lines=len(f.dlq) + len(f.tails))
+            observed.seals.append(SealRecord(0, len(observed.seals), key, latest))
     return observed
 
 
@@ -419,3 +426,108 @@ def test_only_small_json_objects_with_the_reference_fields_parse_as_references()
     assert parse_reference(orjson.dumps(ref | {"extra": 1})) is None
     assert parse_reference(b'{"local_time":"x"}') is None
     assert parse_reference(b"") is None
+
+
+# --- regressions, late appends and revisions ------------------------------------------------------
+
+
+LATE = "|late-20260610-9"
+
+
+@pytest.fixture
+def grown(tmp_path) -> tuple[Path, int]:
+    """Hour 9 sealed after two lines and the start of a third, then grown; hour 10 newest."""
+    lines = [book_line(100, "BTC"), book_line(100, "ETH"), book_line(100, "SOL"), book_line(101, "BTC")]
+    write(tmp_path, FIRST, lines)
+    write(tmp_path, NEWEST, [book_line(100, "BTC")])
+    first_size = len(lines[0]) + len(lines[1]) + 2 + 10  # ten bytes into the third line
+    return tmp_path, first_size
+
+
+def test_a_regression_gives_the_line_and_every_later_one_the_next_epoch(tmp_path):
+    write(tmp_path, FIRST, [book_line(100, "BTC"), book_line(99, "BTC"), book_line(99, "ETH")])
+    write(tmp_path, NEWEST, [book_line(98, "BTC"), book_line(99, "BTC")])
+    first, newest = read_tree(tmp_path)
+    assert [line.line_id.split(b"|", 2)[2] for line in first.lines + newest.lines] == [
+        b"0", b"0|r1", b"1|r1", b"0|r2", b"0|r2",
+    ]
+    assert (first.block_regressions, newest.block_regressions) == (1, 1)
+
+
+def test_late_lines_continue_the_files_own_sequence_and_the_next_file_the_first_revisions(grown):
+    root, first_size = grown
+    first, newest = read_tree(root, sealed_sizes={FIRST: [first_size, (root / FIRST).stat().st_size]})
+    assert [line.line_id.decode() for line in first.lines] == [
+        f"{BOOK_DIFFS}|100|0", f"{BOOK_DIFFS}|100|1", f"{BOOK_DIFFS}|100|2{LATE}", f"{BOOK_DIFFS}|101|0{LATE}",
+    ]
+    assert [line.line_id.decode() for line in newest.lines] == [f"{BOOK_DIFFS}|100|2"]
+    third = first.lines[2].offset
+    assert (first.late_from, [(t.offset, t.reasons) for t in first.tails]) == (third, [(third, frozenset({"unterminated"}))])
+    data = (root / FIRST).read_bytes()
+    assert first.tails[0].digest == value_digest(data[third:first_size])
+    assert first.prefixes == {first_size: hashlib.sha256(data[:first_size]).hexdigest()}
+
+
+def test_a_first_revision_ending_on_a_line_boundary_leaves_no_tail(grown):
+    root, _ = grown
+    boundary = len(book_line(100, "BTC")) + 1
+    first, _ = read_tree(root, sealed_sizes={FIRST: [boundary]})
+    assert (first.late_from, first.tails, list(first.prefixes)) == (boundary, [], [boundary])
+
+
+def test_a_grown_file_with_all_its_revisions_sealed_passes(grown):
+    root, first_size = grown
+    files = list(read_tree(root, sealed_sizes={FIRST: [first_size]}))
+    report = reconcile(files, published(files))
+    assert report.ok, report.summary()
+    assert report.tables[BOOK_DIFFS].seals_ok == 1
+
+
+def test_late_lines_after_the_next_files_lines_are_in_order_but_not_among_themselves(grown):
+    root, first_size = grown
+    files = list(read_tree(root, sealed_sizes={FIRST: [first_size]}))
+    observed = published(files)
+    late_btc, newest_btc = data_at(observed, FIRST, 3), data_at(observed, NEWEST, 0)  # both BTC
+    assert late_btc.partition == newest_btc.partition
+    late_btc.offset, newest_btc.offset = newest_btc.offset, late_btc.offset  # as a late append publishes them
+    assert reconcile(files, observed).count("order") == 0
+    on_time_btc = data_at(observed, FIRST, 0)
+    on_time_btc.offset, late_btc.offset = late_btc.offset, on_time_btc.offset
+    assert reconcile(files, observed).count("order") == 1
+
+
+def test_a_missing_superseded_tail_is_a_missing_dlq_record(grown):
+    root, first_size = grown
+    files = list(read_tree(root, sealed_sizes={FIRST: [first_size]}))
+    observed = published(files)
+    observed.dlq = [r for r in observed.dlq if r.reason != "unterminated"]
+    report = reconcile(files, observed)
+    assert [p.kind for p in report.problems] == ["dlq_missing"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "kind"),
+    [
+        (lambda seals: seals[:1], "seal_wrong"),  # the latest revision is missing: revision 1 does not describe the file
+        (lambda seals: seals + seals[:1], "seal_duplicate"),
+        (lambda seals: [seals[0], dataclasses.replace(seals[1], value=orjson.dumps({**orjson.loads(seals[1].value), "revision": 3}))], "seal_wrong"),
+        (lambda seals: [dataclasses.replace(seals[0], value=orjson.dumps({**orjson.loads(seals[0].value), "sha256": "0" * 64})), seals[1]], "seal_wrong"),
+    ],
+    ids=["latest missing", "revision twice", "revision skipped", "earlier digest wrong"],
+)
+def test_revision_seals_that_do_not_describe_the_file_and_its_prefixes_fail(grown, damage, kind):
+    root, first_size = grown
+    files = list(read_tree(root, sealed_sizes={FIRST: [first_size]}))
+    observed = published(files)
+    observed.seals = damage([s for s in observed.seals if b"|9" in s.key])
+    report = reconcile(files, observed)
+    assert report.count(kind) == 1 and not report.ok
+
+
+def test_ignored_files_owe_nothing_and_their_records_are_left_out(files):
+    observed = published(files)
+    observed.data = [r for r in observed.data if r.source != FIRST]
+    observed.dlq.append(dataclasses.replace(observed.dlq[0], offset=99, line_offset=12345))
+    report = reconcile(files, observed, ignore=[FIRST])
+    assert report.ok, report.summary()
+    assert report.tables[BOOK_DIFFS].files == 1

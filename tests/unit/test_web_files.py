@@ -35,6 +35,10 @@ def path(hour: str, date: str = "20260610", table: str = FILLS) -> str:
         (CursorStage.FINALIZED, True, "ok", FileState.BACKED_UP),
         (CursorStage.FINALIZED, True, "failed", FileState.BACKUP_FAILED),
         (CursorStage.FINALIZED, False, "failed", FileState.BACKUP_FAILED),
+        (CursorStage.FINALIZED, True, "parked", FileState.BACKUP_PARKED),
+        (CursorStage.FINALIZED, False, "parked", FileState.BACKUP_PARKED),
+        (CursorStage.REOPENED, True, "ok", FileState.REOPENED),
+        (CursorStage.REWRITTEN, True, "ok", FileState.REWRITTEN),
     ],
 )
 def test_state_combines_cursor_stage_seal_and_backup(stage, sealed, backup, expected) -> None:
@@ -119,3 +123,18 @@ def test_recent_backups_carry_their_path_and_are_most_recent_first() -> None:
         {"path": path("2"), "status": "failed", "attempts": 3, "reason": "io", "at": "2026-06-10T03:00:00.000Z"},
         {"path": path("1"), "status": "ok", "attempts": 1, "at": "2026-06-10T02:00:00.000Z"},
     ]
+
+
+def test_a_seal_and_a_backup_of_an_earlier_revision_leave_the_new_revision_finalized() -> None:
+    cursor = FileCursor(path=path("12"), byte_offset=900, size=900, stage=CursorStage.FINALIZED, revision=2)
+    earlier = {"revision": 1, "sealed_at": "x"}
+    [status] = file_statuses({path("12"): cursor}, {}, {path("12"): earlier}, {path("12"): {"status": "ok", "revision": 1}})
+    assert (status.state, status.revision) == (FileState.FINALIZED.value, 2)
+    [status] = file_statuses({path("12"): cursor}, {}, {path("12"): {"revision": 2}}, {path("12"): {"status": "ok", "revision": 1}})
+    assert status.state == FileState.SEALED.value
+
+
+def test_a_reopened_file_shows_how_far_its_late_lines_are_published() -> None:
+    cursor = FileCursor(path=path("12"), byte_offset=900, size=900, stage=CursorStage.REOPENED, revision=1)
+    [status] = file_statuses({path("12"): cursor}, {path("12"): LiveFile(size=1_000, held_bytes=10)}, {}, {})
+    assert (status.state, status.lag_bytes, status.held_bytes) == (FileState.REOPENED.value, 100, 10)

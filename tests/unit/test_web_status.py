@@ -96,3 +96,34 @@ def test_dlq_lines_are_one_problem_per_table_with_counts_by_reason() -> None:
     )
 
     assert found == [Problem("error", f"{FILLS}: 3 line(s) sent to the DLQ (blank 1, malformed 2)")]
+
+
+def test_late_appends_and_rewritten_sealed_files_are_errors_and_regressions_a_warning_per_table() -> None:
+    found = problems(
+        not_ready=[], tables=[], files=[], thresholds=THRESHOLDS, now=NOW,
+        late_appends=[{"path": path("12"), "revision": 2, "sealed_size": 900, "size": 1_000}],
+        rewritten=[{"path": path("11"), "reason": "truncated", "sealed_size": 900, "size": 10}],
+        regressions={FILLS: {"count": 2, "path": path("13"), "offset": 4_096, "previous": 9, "block": 7, "epoch": 2}},
+    )
+
+    assert found == [
+        Problem("error", f"{path('12')}: grew from 900 to 1000 bytes after its seal; the late lines are published"
+                         " (line ids tagged |late-…) and sealed again as revision 2"),
+        Problem("error", f"{path('11')}: shrank after its seal (900 → 10 bytes); it is no longer read, and Kafka and its"
+                         " seal keep what was sealed"),
+        Problem("warning", f"{FILLS}: 2 block regression(s) since start, the last in {path('13')} at byte 4096"
+                           " (block 7 after 9); line ids now end in |r2"),
+    ]
+
+
+def test_a_parked_backup_is_an_error_that_says_how_to_try_again() -> None:
+    cursors = {path("12"): FileCursor(path=path("12"), stage=CursorStage.FINALIZED, revision=1)}
+    backups = {path("12"): {"status": "parked", "reason": "unsafe_path", "attempts": 20, "revision": 1}}
+    files = file_statuses(cursors, {}, {path("12"): {"sealed_at": "x"}}, backups)
+
+    found = problems(not_ready=[], tables=[], files=files, thresholds=THRESHOLDS, now=NOW)
+
+    assert found == [
+        Problem("error", f"{path('12')}: backup parked after 20 failed tries (unsafe_path); it is tried again on the next"
+                         f" start, or now with: faust -A hyperdata_sidecar backup-retry {path('12')}"),
+    ]
