@@ -279,6 +279,8 @@ class TableTailer:
         self._dir_missing_logged = False
         for date in dates:
             if not date.is_dir(follow_symlinks=False):
+                if date.is_symlink():
+                    self._ignore(f"{self.table}/hourly/{date.name}", "a symlinked date directory is not followed")
                 continue
             try:
                 entries = list(os.scandir(date.path))
@@ -290,12 +292,17 @@ class TableTailer:
                     continue
                 if entry.is_file(follow_symlinks=False):
                     found.append(hour)
-                elif hour.relpath not in self._ignored:
+                else:
                     # The node writes regular files; a link could point anywhere (even at a backup).
-                    self._ignored.add(hour.relpath)
-                    self.host.log.warning("hour_file_ignored", path=hour.relpath, reason="not a regular file")
+                    self._ignore(hour.relpath, "not a regular file")
         found.sort()
         return found
+
+    def _ignore(self, relpath: str, reason: str) -> None:
+        """Log once that ``relpath`` is passed over, and why."""
+        if relpath not in self._ignored:
+            self._ignored.add(relpath)
+            self.host.log.warning("hour_file_ignored", path=relpath, reason=reason)
 
     async def _adopt(self, hour: HourFile, *, is_newest: bool) -> TrackedFile:
         """Start tracking a file that has no stored state."""

@@ -150,6 +150,7 @@ async def test_symlinks_in_the_watch_tree_are_not_followed_into_a_backup_outside
     assert "node_raw_book_diffs_streaming/hourly/20260610/23" not in adopted
     assert "node_raw_book_diffs_streaming/hourly/20260610/23" in ignored
     assert not any(path.startswith("node_fills_streaming/") for path in adopted)
+    assert "node_fills_streaming/hourly/20260610" in ignored  # the symlinked date directory
 
 
 async def test_a_symlink_below_the_backup_dir_fails_the_backup_as_unsafe_and_writes_nothing_outside(ctx):
