@@ -1,0 +1,173 @@
+"""Watching the node's full-state snapshots and announcing each one once, with its resume offsets.
+
+:class:`SnapshotWatcher` polls ``WATCH_DIR/periodic_abci_states/<YYYYMMDD>/<height>.rmp``. A snapshot
+is complete once its size has not changed for ``SNAPSHOT_GRACE_MS``; it is then hashed (sha256 in a
+worker thread, 8 MiB at a time). Its event waits until every table has published a line above its
+height, so that the resume offsets are known (:mod:`hyperdata_sidecar.snapshot_offsets` reads them
+off the data topics), or at most ``SNAPSHOT_OFFSETS_WAIT_S``; a table still quiet by then is named in
+the event's ``partial``. The event goes to the host, which publishes it once (the ``snapshot``
+agent) and backs the file up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hyperdata_sidecar.config import Settings
+from hyperdata_sidecar.core.seal import iso_utc
+from hyperdata_sidecar.core.snapshots import SNAPSHOT_DIR, SnapshotFile, is_complete
+from hyperdata_sidecar.logs import EventLog
+
+HASH_SLICE = 8 * 1024 * 1024
+
+
+class SnapshotHost(Protocol):
+    """What the watcher needs from the shell."""
+
+    log: EventLog
+
+    def published_past(self, height: int) -> dict[str, bool]:
+        """Per table: has it published (delivered) a line with a block above ``height``?"""
+
+    async def resume_offsets(self, height: int) -> dict[str, dict[int, int]] | None:
+        """The snapshot's resume offsets per data topic and partition; None when they cannot be read now."""
+
+    async def announce(self, event: dict[str, Any]) -> None:
+        """Publish the snapshot event once and back the file up."""
+
+    async def forget_snapshot(self, relpath: str) -> None:
+        """The snapshot file is gone (pruned): drop its state."""
+
+
+@dataclass
+class TrackedSnapshot:
+    file: SnapshotFile
+    path: Path
+    size: int = -1
+    stable_since: float = field(default_factory=time.monotonic)
+    sha256: str | None = None
+    hashed_size: int = -1
+    finalized_at: str | None = None
+    complete_at: float | None = None
+
+
+class SnapshotWatcher:
+    """Finds complete snapshots and hands their events to the host, each once per process; the host
+    remembers what was announced across restarts (``announced``)."""
+
+    def __init__(self, settings: Settings, host: SnapshotHost, announced: set[str]) -> None:
+        self.settings = settings
+        self.host = host
+        self.root = settings.watch_dir / SNAPSHOT_DIR
+        self.announced = set(announced)
+        self.pending: dict[str, TrackedSnapshot] = {}
+        self._ignored: set[str] = set()
+
+    async def tick(self) -> None:
+        found = self._scan()
+        for relpath in [p for p in self.announced | set(self.pending) if p not in found]:
+            self.pending.pop(relpath, None)
+            if relpath in self.announced:
+                self.announced.discard(relpath)
+                await self.host.forget_snapshot(relpath)
+        for relpath, snapshot in found.items():
+            if relpath not in self.announced:
+                tracked = self.pending.setdefault(relpath, TrackedSnapshot(snapshot, self.settings.watch_dir / relpath))
+                await self._advance(tracked)
+
+    def _scan(self) -> dict[str, SnapshotFile]:
+        found: dict[str, SnapshotFile] = {}
+        try:
+            dates = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return found
+        for date in dates:
+            if not date.is_dir(follow_symlinks=False):
+                self._ignore(f"{SNAPSHOT_DIR}/{date.name}", "not a date directory")
+                continue
+            try:
+                entries = list(os.scandir(date.path))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                relpath = f"{SNAPSHOT_DIR}/{date.name}/{entry.name}"
+                snapshot = SnapshotFile.parse(relpath)
+                if snapshot is None:
+                    self._ignore(relpath, "not named <YYYYMMDD>/<height>.rmp")
+                elif not entry.is_file(follow_symlinks=False):
+                    self._ignore(relpath, "not a regular file")
+                else:
+                    found[relpath] = snapshot
+        return found
+
+    def _ignore(self, relpath: str, reason: str) -> None:
+        if relpath not in self._ignored:
+            self._ignored.add(relpath)
+            self.host.log.warning("snapshot_file_ignored", path=relpath, reason=reason)
+
+    async def _advance(self, tracked: TrackedSnapshot) -> None:
+        try:
+            size = os.stat(tracked.path).st_size
+        except FileNotFoundError:
+            return
+        now = time.monotonic()
+        if size != tracked.size:
+            tracked.size, tracked.stable_since, tracked.complete_at = size, now, None
+        if not is_complete(size=size, stable_since=tracked.stable_since, now=now, grace_s=self.settings.snapshot_grace_s):
+            return
+        if tracked.hashed_size != size:
+            try:
+                tracked.sha256 = await asyncio.to_thread(_sha256, tracked.path, size)
+            except (OSError, EOFError) as exc:  # shrank or vanished while hashed: the next poll decides
+                self.host.log.warning("snapshot_unreadable", path=tracked.file.relpath, error=str(exc))
+                return
+            tracked.hashed_size, tracked.finalized_at, tracked.complete_at = size, iso_utc(time.time()), time.monotonic()
+            self.host.log.info("snapshot_complete", path=tracked.file.relpath, height=tracked.file.height, size=size)
+        await self._announce_when_offsets_are_known(tracked)
+
+    async def _announce_when_offsets_are_known(self, tracked: TrackedSnapshot) -> None:
+        assert tracked.complete_at is not None and tracked.sha256 is not None
+        height = tracked.file.height
+        past = self.host.published_past(height)
+        waited = time.monotonic() - tracked.complete_at
+        if not all(past.values()) and waited < self.settings.snapshot_offsets_wait_s:
+            return
+        offsets = await self.host.resume_offsets(height)
+        if offsets is None:
+            return  # the data topics cannot be read now: the next poll tries again
+        event: dict[str, Any] = {
+            "height": height,
+            "path": tracked.file.relpath,
+            "date": tracked.file.date,
+            "size": tracked.size,
+            "sha256": tracked.sha256,
+            "finalized_at": tracked.finalized_at,
+            "node": self.settings.node_id,
+            "offsets": {topic: {str(p): o for p, o in sorted(parts.items())} for topic, parts in offsets.items()},
+        }
+        quiet = sorted(table for table, done in past.items() if not done)
+        if quiet:
+            event["partial"] = quiet
+        await self.host.announce(event)
+        self.pending.pop(tracked.file.relpath, None)
+        self.announced.add(tracked.file.relpath)
+
+
+def _sha256(path: Path, size: int) -> str:
+    """Blocking: the sha256 of the first ``size`` bytes of ``path``, read in slices (bounded memory)."""
+    digest = hashlib.sha256()
+    left = size
+    with open(path, "rb") as f:
+        while left > 0:
+            block = f.read(min(HASH_SLICE, left))
+            if not block:
+                raise EOFError(f"{path} ended {left} bytes before {size}")
+            digest.update(block)
+            left -= len(block)
+    return digest.hexdigest()
