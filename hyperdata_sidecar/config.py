@@ -29,6 +29,7 @@ DEFAULTS: dict[str, str] = {
     "TOPIC_FILLS": "hyperliquid.fills",
     "TOPIC_SEALS": "hyperliquid.node-files",
     "TOPIC_DLQ": "hyperliquid.sidecar-dlq",
+    "TOPIC_SNAPSHOTS": "hyperliquid.node-snapshots",
     "TOPIC_REPLICATION_FACTOR": "1",
     "TOPICS_APPLY_ON_START": "true",
     "POLL_INTERVAL_MS": "250",
@@ -37,6 +38,8 @@ DEFAULTS: dict[str, str] = {
     "INITIAL_POSITION": "beginning",
     "SEAL_GRACE_MS": "3000",
     "LATE_APPEND_WATCH_S": "7200",
+    "SNAPSHOT_GRACE_MS": "10000",
+    "SNAPSHOT_OFFSETS_WAIT_S": "120",
     "STATE_PATH": "/state",
     "BACKUP_SINK": "local",
     "BACKUP_DIR": "/backups",
@@ -127,6 +130,7 @@ class Settings:
     topics: Mapping[str, str]  # table dir name -> data topic
     topic_seals: str
     topic_dlq: str
+    topic_snapshots: str
     topic_replication_factor: int
     topics_apply_on_start: bool
     poll_interval_s: float
@@ -135,6 +139,8 @@ class Settings:
     initial_position: str
     seal_grace_s: float
     late_append_watch_s: float
+    snapshot_grace_s: float
+    snapshot_offsets_wait_s: float
     state_path: Path
     backup_sink: str
     backup_dir: Path
@@ -154,10 +160,10 @@ class Settings:
     def topic_names(self) -> dict[str, str]:
         """Topic names by their setting (``TOPIC_*``), as the topic contract resolves them."""
         names = {spec.topic_env: self.topics[spec.dir_name] for spec in TABLES}
-        return {**names, "TOPIC_SEALS": self.topic_seals, "TOPIC_DLQ": self.topic_dlq}
+        return {**names, "TOPIC_SEALS": self.topic_seals, "TOPIC_DLQ": self.topic_dlq, "TOPIC_SNAPSHOTS": self.topic_snapshots}
 
     def contract_topics(self) -> list[str]:
-        """Every topic the sidecar writes to: the data topics, the seal topic and the DLQ."""
+        """Every topic the sidecar writes to: the data topics, the seal topic, the DLQ and the snapshot topic."""
         return list(self.topic_names().values())
 
     def public_summary(self) -> dict[str, object]:
@@ -168,12 +174,15 @@ class Settings:
             "topics": dict(self.topics),
             "topic_seals": self.topic_seals,
             "topic_dlq": self.topic_dlq,
+            "topic_snapshots": self.topic_snapshots,
             "poll_interval_ms": round(self.poll_interval_s * 1000),
             "read_budget_bytes": self.read_budget_bytes,
             "max_line_bytes": self.max_line_bytes,
             "initial_position": self.initial_position,
             "seal_grace_ms": round(self.seal_grace_s * 1000),
             "late_append_watch_s": round(self.late_append_watch_s),
+            "snapshot_grace_ms": round(self.snapshot_grace_s * 1000),
+            "snapshot_offsets_wait_s": round(self.snapshot_offsets_wait_s),
             "state_path": str(self.state_path),
             "backup_sink": self.backup_sink,
             "backup_dir": str(self.backup_dir),
@@ -229,6 +238,7 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         topics={spec.dir_name: _nonempty(raw, spec.topic_env) for spec in TABLES},
         topic_seals=_nonempty(raw, "TOPIC_SEALS"),
         topic_dlq=_nonempty(raw, "TOPIC_DLQ"),
+        topic_snapshots=_nonempty(raw, "TOPIC_SNAPSHOTS"),
         topic_replication_factor=_positive_int(raw, "TOPIC_REPLICATION_FACTOR"),
         topics_apply_on_start=_bool(raw, "TOPICS_APPLY_ON_START"),
         poll_interval_s=_positive_int(raw, "POLL_INTERVAL_MS") / 1000,
@@ -237,6 +247,8 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         initial_position=_choice(raw, "INITIAL_POSITION", INITIAL_POSITIONS),
         seal_grace_s=_non_negative_int(raw, "SEAL_GRACE_MS") / 1000,
         late_append_watch_s=float(_non_negative_int(raw, "LATE_APPEND_WATCH_S")),
+        snapshot_grace_s=_non_negative_int(raw, "SNAPSHOT_GRACE_MS") / 1000,
+        snapshot_offsets_wait_s=float(_non_negative_int(raw, "SNAPSHOT_OFFSETS_WAIT_S")),
         state_path=Path(_nonempty(raw, "STATE_PATH")),
         backup_sink=_backup_sink(raw),
         backup_dir=Path(_nonempty(raw, "BACKUP_DIR")),

@@ -23,13 +23,14 @@ def test_default_contract_matches_the_platform_table():
         ("hyperliquid.fills", 3, "coin", HOURS_72_MS),
         ("hyperliquid.node-files", 3, "table|date|hour", HOURS_72_MS),
         ("hyperliquid.sidecar-dlq", 3, "table dir name", DAYS_7_MS),
+        ("hyperliquid.node-snapshots", 3, "height", DAYS_7_MS),
     ]
 
 
 def test_each_topic_is_renamed_by_its_own_env_var():
     env = {
         "TOPIC_BOOK_DIFFS": "a", "TOPIC_ORDER_STATUSES": "b", "TOPIC_FILLS": "c",
-        "TOPIC_SEALS": "d", "TOPIC_DLQ": "e",
+        "TOPIC_SEALS": "d", "TOPIC_DLQ": "e", "TOPIC_SNAPSHOTS": "f",
     }
 
     specs = load_contract(env=env)
