@@ -117,7 +117,7 @@ def _spec(entry: Mapping, env: Mapping[str, str]) -> TopicSpec:
 
 
 def spec_for(specs: Sequence[TopicSpec], role: str) -> TopicSpec:
-    """The spec of ``role`` ("book_diffs", "order_statuses", "fills", "seals", "dlq")."""
+    """The spec of ``role`` ("book_diffs", "order_statuses", "fills", "seals", "dlq", "snapshots")."""
     for spec in specs:
         if spec.role == role:
             return spec

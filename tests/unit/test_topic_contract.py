@@ -64,4 +64,4 @@ def test_data_topics_and_dlq_take_an_8_mib_line_plus_framing():
 
 def test_unknown_role_is_a_key_error():
     with pytest.raises(KeyError):
-        spec_for(load_contract(env={}), "snapshots")
+        spec_for(load_contract(env={}), "no-such-role")
