@@ -85,6 +85,7 @@ class SidecarMetrics:
         self._newest_block_time: dict[str, float] = {}
         self._oldest_unsealed: dict[str, float | None] = {}
         self._oldest_unsealed_hour_end: dict[str, float | None] = {}
+        self._newest_snapshot_mtime: float | None = None
         self._define()
         self._define_alerting()
         for table in tables:
@@ -162,6 +163,11 @@ class SidecarMetrics:
         self._backups_parked = gauge(
             "backups_parked", "Files whose backup failed BACKUP_MAX_TRIES times and waits for a restart or backup-retry."
         )
+        self._snapshots = counter("snapshots_emitted_total", "Node snapshot events published to the snapshot topic.")
+        self._snapshot_age = gauge(
+            "snapshot_age_seconds", "Seconds since the newest node snapshot seen was last modified (0 before any)."
+        )
+        self._snapshot_age.set_function(lambda: self._lag_since(self._newest_snapshot_mtime))
 
     def _track(self, table: str) -> None:
         """Create ``table``'s series, including the lag gauges computed at scrape time."""
@@ -271,6 +277,14 @@ class SidecarMetrics:
         if result not in BACKUP_RESULTS:
             raise ValueError(f"backup result must be one of {BACKUP_RESULTS}, not {result!r}")
         self._backups.labels(result).inc()
+
+    def snapshot_emitted(self) -> None:
+        self._snapshots.inc()
+
+    def set_newest_snapshot(self, mtime_epoch: float) -> None:
+        """The newest node snapshot seen was last modified at ``mtime_epoch``."""
+        if self._newest_snapshot_mtime is None or mtime_epoch > self._newest_snapshot_mtime:
+            self._newest_snapshot_mtime = mtime_epoch
 
     def set_backups_parked(self, count: int) -> None:
         self._backups_parked.set(count)

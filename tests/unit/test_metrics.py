@@ -45,6 +45,8 @@ EXPECTED_TYPES = {
     "hyperdata_sidecar_sealed_files_rewritten_total": "counter",
     "hyperdata_sidecar_block_regressions_total": "counter",
     "hyperdata_sidecar_backups_parked": "gauge",
+    "hyperdata_sidecar_snapshots_emitted_total": "counter",
+    "hyperdata_sidecar_snapshot_age_seconds": "gauge",
 }
 
 
@@ -445,3 +447,17 @@ def test_publish_lag_reads_back_as_none_before_the_first_line_then_as_the_gauge(
 
     assert before is None
     assert metrics.publish_lag_seconds(BOOK) == pytest.approx(12.0)
+
+
+def test_snapshot_age_is_the_age_of_the_newest_snapshot_seen():
+    clock = Clock(1_000_000.0)
+    metrics = SidecarMetrics(clock=clock)
+    assert value(metrics, "hyperdata_sidecar_snapshot_age_seconds") == 0
+
+    metrics.set_newest_snapshot(clock.now - 300)
+    metrics.set_newest_snapshot(clock.now - 900)  # an older one found later does not count
+    clock.now += 60
+    metrics.snapshot_emitted()
+
+    assert value(metrics, "hyperdata_sidecar_snapshot_age_seconds") == 360
+    assert value(metrics, "hyperdata_sidecar_snapshots_emitted_total") == 1
