@@ -1,4 +1,4 @@
-"""The commands of the sidecar app: ``faust -A hyperdata_sidecar topics | files | backup-retry | generate | replay | verify``.
+"""The commands of the sidecar app: ``faust -A hyperdata_sidecar topics | files | offsets | backup-retry | generate | replay | verify``.
 
 A thin layer: options in, one call into ``hyperdata_sidecar.tools``, a summary out. Each command
 runs on its own event loop (no Faust worker is started), prints an error as one line on stderr
@@ -25,7 +25,9 @@ from faust.cli import argument, option
 from faust.cli.base import AppCommand
 
 from hyperdata_sidecar.config import load_settings
+from hyperdata_sidecar.core.snapshots import newest_at_or_below
 from hyperdata_sidecar.plugin import backup_attempts_topic_name
+from hyperdata_sidecar.snapshot_offsets import snapshot_events
 from hyperdata_sidecar.tools.backup_retry import request_backup_retry, watched_relpath
 from hyperdata_sidecar.topics import apply_contract, load_contract
 from hyperdata_sidecar.tools.generate import BAD_KINDS, generate_corpus, parse_start
@@ -125,7 +127,7 @@ def parse_speed(text: str | None) -> float | None:
 
 
 def install_commands(app: faust.App) -> None:
-    """Register the ``topics``, ``files``, ``backup-retry``, ``generate``, ``replay`` and ``verify`` commands on ``app``."""
+    """Register the ``topics``, ``files``, ``offsets``, ``backup-retry``, ``generate``, ``replay`` and ``verify`` commands on ``app``."""
 
     @app.command(base=ToolCommand)
     async def topics(self: ToolCommand) -> int:
@@ -159,6 +161,26 @@ def install_commands(app: faust.App) -> None:
                 f"{row['path']:48} {row['state']:14} {row['offset']:>14,} {row['size']:>14,} "
                 f"{row['lag_bytes']:>10,} {row['lines']:>10,} {row['dlq_lines']:>6,}"
             )
+        return 0
+
+    @app.command(
+        option("--height", type=int, required=True, help="The block height the keeper starts from."),
+        option("--node", default=None, help="Only this node's snapshots (default: NODE_ID); 'any' for every node."),
+        base=ToolCommand,
+    )
+    async def offsets(self: ToolCommand, height: int, node: str | None) -> int:
+        """Print, as JSON, the event of the newest node snapshot at or below --height: its path, sha256
+        and the resume offset of every data-topic partition (read from TOPIC_SNAPSHOTS). A keeper that
+        loads that snapshot starts each partition there. Exit 1 when there is no such snapshot."""
+        settings = load_settings()
+        config = {"bootstrap.servers": settings.kafka_bootstrap, **settings.security.librdkafka_config()}
+        events = await asyncio.to_thread(snapshot_events, config, settings.topic_snapshots)
+        wanted = None if node == "any" else (node or settings.node_id)
+        event = newest_at_or_below(events, height, wanted)
+        if event is None:
+            print(f"offsets: no snapshot at or below height {height} from node {wanted or 'any'} on {settings.topic_snapshots}", file=sys.stderr)
+            return 1
+        print(json.dumps(event, indent=2))
         return 0
 
     @app.command(argument("path"), base=ToolCommand)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import orjson
@@ -69,6 +69,19 @@ def resume_offset(height: int, begin: int, end: int, block_at: Callable[[int], i
         else:
             low = middle + 1
     return low
+
+
+def newest_at_or_below(events: Iterable[dict[str, Any]], height: int, node: str | None) -> dict[str, Any] | None:
+    """The event of the highest snapshot at or below ``height`` (of ``node``, or of any node when
+    None), or None. Values that are not snapshot events are passed over."""
+    best: dict[str, Any] | None = None
+    for event in events:
+        found = event.get("height")
+        if type(found) is not int or found > height or (node is not None and event.get("node") != node):
+            continue
+        if best is None or found > best["height"]:
+            best = event
+    return best
 
 
 class SnapshotBackup(NamedTuple):

@@ -55,6 +55,7 @@ def sidecar_env(root: Path, bootstrap: str, prefix: str, **overrides: str) -> di
         "POLL_INTERVAL_MS": "100",
         "TOPIC_SEALS": f"{prefix}node-files",
         "TOPIC_DLQ": f"{prefix}sidecar-dlq",
+        "TOPIC_SNAPSHOTS": f"{prefix}node-snapshots",
     }
     for spec in TABLES:
         env[spec.topic_env] = f"{prefix}{spec.default_topic}"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperdata_sidecar.core.snapshots import SnapshotFile, is_complete, resume_offset
+from hyperdata_sidecar.core.snapshots import SnapshotBackup, SnapshotFile, is_complete, newest_at_or_below, resume_offset
 
 
 def test_a_snapshot_path_gives_its_height_and_date():
@@ -77,3 +77,27 @@ def test_after_a_crash_repeated_lines_leave_no_line_above_the_height_unread(step
     above = {i for i, block in enumerate(blocks) if block > height}
     read = {again + (i - cut) if i >= cut else i for i in range(start, len(partition))}
     assert above <= read
+
+
+def test_the_newest_snapshot_at_or_below_a_height_of_one_node():
+    events = [
+        {"height": 100, "node": "a"},
+        {"height": 300, "node": "a"},
+        {"height": 250, "node": "b"},
+        {"height": 200, "node": "a"},
+        {"height": "150", "node": "a"},  # not an event: passed over
+        {"node": "a"},
+    ]
+    assert newest_at_or_below(events, 299, "a") == {"height": 200, "node": "a"}
+    assert newest_at_or_below(events, 300, "a") == {"height": 300, "node": "a"}
+    assert newest_at_or_below(events, 299, None) == {"height": 250, "node": "b"}
+    assert newest_at_or_below(events, 99, "a") is None
+    assert newest_at_or_below(events, 1000, "c") is None
+
+
+def test_a_snapshot_backup_record_round_trips_and_rejects_other_values():
+    backup = SnapshotBackup.of_event({"path": "periodic_abci_states/20260610/5.rmp", "sha256": "ab", "size": 9, "height": 5})
+    assert SnapshotBackup.from_json(backup.to_json()) == backup and backup.revision == 1
+    for bad in (b"", b"[]", b'{"path": "p", "sha256": "s"}', b'{"path": "p", "sha256": "s", "size": "9"}'):
+        with pytest.raises(ValueError):
+            SnapshotBackup.from_json(bad)
