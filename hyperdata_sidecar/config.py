@@ -10,10 +10,10 @@ from __future__ import annotations
 import configparser
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Mapping
 
 from hyperdata_sidecar.core.tables import TABLES, TableSpec
 

@@ -192,7 +192,7 @@ class DataPlane:
         self._waiters.append(waiter)
         try:
             await asyncio.wait_for(asyncio.shield(future), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return predicate()
         finally:
             if waiter in self._waiters:

@@ -12,7 +12,8 @@ import logging
 import time
 import uuid
 from collections import deque
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import confluent_kafka
 import faust
@@ -20,6 +21,7 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 from mode import Service
 
+from hyperdata_sidecar import metadata_backoff
 from hyperdata_sidecar.backup import make_sink
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
@@ -27,7 +29,6 @@ from hyperdata_sidecar.core.records import Regression
 from hyperdata_sidecar.core.seal import SealManifest, iso_utc, revision_of
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
-from hyperdata_sidecar import metadata_backoff
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.tailer import Abandoned, TableTailer
@@ -93,7 +94,7 @@ class Sidecar:
         next checkpoint of the file carries everything this one did (at worst a restart re-publishes)."""
         try:
             await self.progress_topic.send(key=cursor.path, value={"kind": "checkpoint", "cursor": cursor.to_record()})
-        except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, KafkaError, OSError) as exc:
             self.metrics.state_persist_failed()
             self.log.limited(logging.ERROR, "checkpoint_failed", cursor.path, 10.0, path=cursor.path, error=str(exc))
 
@@ -180,7 +181,7 @@ class Sidecar:
                 await client.bootstrap()
                 self.broker_wait = None
                 return
-            except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, KafkaError, OSError) as exc:
                 self.broker_state(False)
                 error = self.connect_error(exc)
                 self.broker_wait = (
@@ -209,7 +210,7 @@ class Sidecar:
                         admin_kwargs=self.settings.security.client_kwargs(),
                     )
                 await self.dataplane.connect(self.settings.contract_topics())
-            except (KafkaError, OSError, asyncio.TimeoutError, DataPlaneError) as exc:
+            except (TimeoutError, KafkaError, OSError, DataPlaneError) as exc:
                 self.broker_state(False)
                 self.log.warning(
                     "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, error=self.connect_error(exc), retry_in_s=delay

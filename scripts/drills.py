@@ -25,10 +25,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
+from hyperdata_sidecar.devkafka import LocalKafka, free_low_port  # noqa: E402
+
 from drill_kit import DrillContext, DrillResult  # noqa: E402
 from drills import DRILLS, Drill  # noqa: E402
-
-from hyperdata_sidecar.devkafka import LocalKafka, free_low_port  # noqa: E402
 
 HEADER = ("drill", "outcome", "lost", "duplicates", "recovery", "took")
 

@@ -7,9 +7,10 @@ Rejected lines go to the DLQ with the reason; :func:`inspect_line` never raises 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Annotated, Any, Callable, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import msgspec
 import orjson

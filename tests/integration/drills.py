@@ -29,6 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
+
+from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.tailer import MAX_IN_FLIGHT
+from hyperdata_sidecar.tools.expected import hour_files, read_tree
+from hyperdata_sidecar.tools.generate import FIRST_BLOCK, CorpusSummary, generate_corpus
+from hyperdata_sidecar.tools.reconcile import reconcile
+from hyperdata_sidecar.tools.replay import replay
+from hyperdata_sidecar.tools.verify import default_topics
+
 from drill_kit import (
     DrillContext,
     DrillError,
@@ -53,14 +62,6 @@ from drill_kit import (
 from hostile import collect_hostile_lines
 from hostile_tree import HostileTree, collect_programs
 from sidecar_run import DAY_BOUNDARY, Sidecar
-
-from hyperdata_sidecar.core.tables import TABLES
-from hyperdata_sidecar.tailer import MAX_IN_FLIGHT
-from hyperdata_sidecar.tools.expected import hour_files, read_tree
-from hyperdata_sidecar.tools.generate import FIRST_BLOCK, CorpusSummary, generate_corpus
-from hyperdata_sidecar.tools.reconcile import reconcile
-from hyperdata_sidecar.tools.replay import replay
-from hyperdata_sidecar.tools.verify import default_topics
 
 BOOK, ORDERS, FILLS = (spec.dir_name for spec in TABLES)
 SHORTEST_LINE_BYTES = 250

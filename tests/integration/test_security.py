@@ -15,11 +15,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from hyperdata_sidecar.tools.expected import hour_files
+
 from drill_kit import DrillContext, caught_up, exit_code, kill, wait_for
 from drills import corpus
 from sidecar_run import Sidecar
-
-from hyperdata_sidecar.tools.expected import hour_files
 
 SECRET = f"pw-{uuid.uuid4().hex}"
 SASL = {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_USERNAME": "sidecar", "KAFKA_SASL_PASSWORD": SECRET}
