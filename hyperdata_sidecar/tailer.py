@@ -550,7 +550,7 @@ class TableTailer:
                 )
                 produced += 1
             self.host.metrics.producer_retry(sum(1 for item in pending if item.resent_as_is()))
-            await self._until(lambda: repairs.reported() == produced)
+            await self._until(lambda: repairs.reported() == produced)  # noqa: B023 - awaited in this iteration
             pending = [sent[(f.topic, f.partition)][f.index]._replace(error=f.error) for f in repairs.failures()]
         if held:
             self.host.hold(self.table, None)
@@ -666,7 +666,7 @@ class TableTailer:
                 except BufferError:
                     writer.refusal = None
                     return 0
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - produce's refusal, kept as the writer's like in write()
                     writer.refusal = exc
                     return 0
                 return 1

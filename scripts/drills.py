@@ -104,7 +104,7 @@ def rows(results: list[tuple[DrillResult, float]]) -> list[tuple[str, ...]]:
 def table(results: list[tuple[DrillResult, float]]) -> str:
     body = [HEADER, *rows(results)]
     widths = [max(len(row[i]) for row in body) for i in range(len(HEADER))]
-    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))) for row in body)
+    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))) for row in body)
 
 
 def markdown(results: list[tuple[DrillResult, float]]) -> str:

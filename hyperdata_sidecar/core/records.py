@@ -259,7 +259,7 @@ class RecordWriter:
                     number = envelope.block_number
                     coin = coin_of(events[0])
                     n_events = len(events)
-                except Exception:
+                except Exception:  # noqa: BLE001 - whatever the fast path refuses, the full inspection names
                     info = self._inspect_slow(data)
                     if type(info) is not LineInfo:
                         self._dead_letter_item(data, offset, info, acks, tally)
@@ -291,7 +291,7 @@ class RecordWriter:
                 lines += 1
                 produced += 1
                 offset += len(data)
-        except Exception as exc:  # raised by produce (nothing else in the loop raises)
+        except Exception as exc:  # noqa: BLE001 - raised by produce (nothing else in the loop raises)
             self.refusal = None if isinstance(exc, BufferError) else exc
             if regressions and regressions[-1].offset == offset:
                 regressions.pop()  # the refused line regressed: it is written again later, and counted then

@@ -722,7 +722,7 @@ async def two_nodes(ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 
         result.verified(await b.verify(backup_dir=b.backups), label="node b")
         apps = {p.name for s in (a, b) for p in s.state.iterdir()}
         result.check("each node keeps its own state (app dirs)", len(apps) == 2, str(apps))
-        for name, sidecar in (("a", a), ("b", b)):
+        for name in ("a", "b"):
             await stop(workers[name], result, f"node {name}")
     finally:
         for future in writing:

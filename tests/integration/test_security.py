@@ -90,7 +90,7 @@ async def test_the_sasl_password_and_file_contents_are_on_no_page_and_in_no_log_
     finally:
         worker.stop()
     assert addresses
-    for path, (status, _type, body) in pages.items():
+    for path, (_status, _type, body) in pages.items():
         assert SECRET.encode() not in body, path
         assert not addresses & set(ADDRESS.findall(body)), f"{path} shows line contents"
     assert pages["/sidecar/status/"][0] == 200

@@ -477,7 +477,7 @@ async def test_chromium_draws_the_charts_where_the_samples_put_them(tmp_path: Pa
     (drawn,) = rate["lines"]
     assert len(drawn) == len(expected)
     top = max(value for _at, value in expected)
-    for (x, y), (at, value) in zip(drawn, expected):
+    for (x, y), (at, value) in zip(drawn, expected, strict=True):
         assert start + x / WIDTH * SPAN_S == pytest.approx(at, abs=SPAN_S / WIDTH * 0.06)
         assert (HEIGHT - PAD - y) / (HEIGHT - 2 * PAD) * top == pytest.approx(value, abs=top / (HEIGHT - 2 * PAD) * 0.06)
     (lag_line,) = lag["lines"]  # the unknown lags before the first line are left out
