@@ -150,14 +150,15 @@ class Sidecar:
 
     def _fatal(self, error: confluent_kafka.KafkaError) -> None:
         """librdkafka's producer cannot go on: stop the worker (a restart resumes from the checkpoints)."""
-        asyncio.ensure_future(self.app.crash(confluent_kafka.KafkaException(error)))
+        # Kept, since the event loop holds only a weak reference to a task (it could vanish unrun).
+        self._crash_task = asyncio.ensure_future(self.app.crash(confluent_kafka.KafkaException(error)))
 
     # ------------------------------------------------------------------ lifecycle
 
     async def pause(self, seconds: float) -> bool:
         """Sleep up to ``seconds``, waking early when the worker stops; False if it is stopping."""
         deadline = time.monotonic() + seconds
-        while not self.stopping and (left := deadline - time.monotonic()) > 0:
+        while not self.stopping and (left := deadline - time.monotonic()) > 0:  # noqa: ASYNC110 - `stopping` is a flag, not an Event
             await asyncio.sleep(min(left, STOP_CHECK_S))
         return not self.stopping
 
