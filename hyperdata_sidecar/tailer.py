@@ -525,7 +525,7 @@ class TableTailer:
             if cycle.failed():
                 failures = cycle.deliveries.failures()
                 records = await self._rebuild(cycle)
-                pending += [Pending(cycle, records[(f.topic, f.partition)][f.index], f.error, False) for f in failures]
+                pending += [Pending(cycle, records[(f.topic, f.partition)][f.position], f.error, False) for f in failures]
             cycle.resolved = True
         delay, held = HOLD_BACKOFF_S[0], False
         while pending:
@@ -551,7 +551,7 @@ class TableTailer:
                 produced += 1
             self.host.metrics.producer_retry(sum(1 for item in pending if item.resent_as_is()))
             await self._until(lambda: repairs.reported() == produced)  # noqa: B023 - awaited in this iteration
-            pending = [sent[(f.topic, f.partition)][f.index]._replace(error=f.error) for f in repairs.failures()]
+            pending = [sent[(f.topic, f.partition)][f.position]._replace(error=f.error) for f in repairs.failures()]
         if held:
             self.host.hold(self.table, None)
             self.host.log.info("topic_writable_again", table=self.table)
