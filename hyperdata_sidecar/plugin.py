@@ -36,7 +36,7 @@ from hyperdata_sidecar.topics import apply_contract, load_contract
 
 INSTALLED_ATTR = "_hyperdata_sidecar"
 # No value_type: Faust would call dict.from_data() on every changelog record during recovery.
-JSON_SCHEMA = dict(key_type=str, key_serializer="json", value_serializer="json")
+JSON_SCHEMA: dict[str, Any] = dict(key_type=str, key_serializer="json", value_serializer="json")
 CONNECT_MAX_BACKOFF_S = 30.0
 STOP_CHECK_S = 0.5  # how soon a back-off notices that the worker is stopping
 CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
@@ -63,7 +63,7 @@ class Sidecar:
         self.backup_attempts_topic = app.topic(
             backup_attempts_topic_name(prefix), partitions=1, internal=True, key_serializer="json", value_serializer="json"
         )
-        schema = faust.Schema(**JSON_SCHEMA)
+        schema: faust.Schema[str, Any] = faust.Schema(**JSON_SCHEMA)
         self.offsets = app.Table("sidecar-offsets", partitions=1, store="rocksdb://", schema=schema, help="per-file tail state")
         self.seals = app.Table("sidecar-seals", partitions=1, store="rocksdb://", schema=schema, help="sealed hour files")
         self.backups = app.Table("sidecar-backups", partitions=1, store="rocksdb://", schema=schema, help="backup results")
