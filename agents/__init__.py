@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from hyperdata_sidecar.agents.backup import install_backup_agent
 from hyperdata_sidecar.agents.progress import install_progress_agent
 from hyperdata_sidecar.agents.seal import install_seal_agent
+from hyperdata_sidecar.agents.snapshot import install_snapshot_agent
 
 if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar
@@ -19,4 +20,5 @@ if TYPE_CHECKING:
 def install_agents(sidecar: Sidecar) -> None:
     install_progress_agent(sidecar)
     install_seal_agent(sidecar)
-    install_backup_agent(sidecar)
+    backups = install_backup_agent(sidecar)
+    install_snapshot_agent(sidecar, backups)

@@ -1,4 +1,5 @@
-"""The backup agents: each finalized revision of a file copied through the configured BackupSink, verified.
+"""The backup agents: each finalized revision of an hour file, and each published node snapshot,
+copied through the configured BackupSink, verified.
 
 One file's failing backup never holds up another's. A failed attempt is not waited out inside the
 agent's event: its next try is scheduled (:mod:`hyperdata_sidecar.core.backup_plan`), and a timer
@@ -33,9 +34,10 @@ from aiokafka.errors import KafkaError
 from hyperdata_sidecar.agents.rotations import manifests
 
 from hyperdata_sidecar.backup import BackupError, NoBackupSink
-from hyperdata_sidecar.core.backup_plan import Outcome, RetrySchedule, after_failure, superseded
+from hyperdata_sidecar.core.backup_plan import BackupSubject, Outcome, RetrySchedule, after_failure, superseded
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.seal import SealManifest, iso_utc, revision_of
+from hyperdata_sidecar.core.snapshots import SnapshotBackup
 
 if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar
@@ -62,18 +64,28 @@ class BackupWorker:
         if kind == "retry":
             if record.get("run") != self.sidecar.run_id:
                 return  # an earlier process's: its restart handed the file over again
+            subject: BackupSubject
             try:
-                manifest = SealManifest.from_json(str(record.get("manifest", "")).encode())
+                if "snapshot" in record:
+                    subject = SnapshotBackup.from_json(str(record["snapshot"]).encode())
+                else:
+                    subject = SealManifest.from_json(str(record.get("manifest", "")).encode())
             except ValueError:
                 pass
             else:
-                await self.attempt(manifest)
+                await self.attempt(subject)
                 return
         self.sidecar.log.warning("unknown_backup_attempt_record", record=str(record)[:200])
 
     async def requested(self, path: str) -> None:
         """An operator asked for a new series of tries of ``path`` (the ``backup-retry`` command)."""
         sidecar = self.sidecar
+        snapshot = sidecar.snapshots.get(path)
+        if snapshot is not None:
+            sidecar.log.info("backup_retry_requested", path=path, revision=1)
+            self.schedule.end(path)
+            await self.attempt(SnapshotBackup.of_event(snapshot))
+            return
         cursor = self._cursor(path)
         manifest = manifest_from_cursor(cursor, sidecar.settings.node_id) if cursor is not None else None
         if manifest is None:
@@ -89,8 +101,9 @@ class BackupWorker:
         sidecar = self.sidecar
         for manifest in self.schedule.due(time.monotonic()):
             try:
+                field = "snapshot" if isinstance(manifest, SnapshotBackup) else "manifest"
                 await sidecar.backup_attempts_topic.send(
-                    key=manifest.path, value={"kind": "retry", "run": sidecar.run_id, "manifest": manifest.to_json().decode()}
+                    key=manifest.path, value={"kind": "retry", "run": sidecar.run_id, field: manifest.to_json().decode()}
                 )
             except (TimeoutError, KafkaError, OSError) as exc:
                 self.schedule.retry(manifest, time.monotonic() + RETRY_TICK_S)
@@ -98,7 +111,7 @@ class BackupWorker:
 
     # ------------------------------------------------------------------ one attempt
 
-    async def attempt(self, manifest: SealManifest) -> None:
+    async def attempt(self, manifest: BackupSubject) -> None:
         """One try at backing ``manifest``'s file up; records the result and schedules what follows."""
         async with self._one_at_a_time:
             if self._no_copy_needed(manifest):
@@ -123,7 +136,7 @@ class BackupWorker:
                 attempts=tries, already_present=existing is not None, seconds=round(time.monotonic() - started, 3),
             )
 
-    def _no_copy_needed(self, manifest: SealManifest) -> bool:
+    def _no_copy_needed(self, manifest: BackupSubject) -> bool:
         """True (with the outcome recorded or logged) when ``manifest`` is not to be copied: backups
         are disabled, the file changed after its seal, a later revision supersedes it, or it is done."""
         sidecar, path = self.sidecar, manifest.path
@@ -154,7 +167,7 @@ class BackupWorker:
         stored = self.sidecar.offsets.get(path)
         return FileCursor.from_record(stored) if stored is not None else None
 
-    def _failed(self, manifest: SealManifest, exc: BackupError) -> None:
+    def _failed(self, manifest: BackupSubject, exc: BackupError) -> None:
         sidecar, path = self.sidecar, manifest.path
         tries = self.schedule.failed(manifest)
         step = after_failure(tries, exc.reason, sidecar.settings.backup_max_tries)
@@ -177,7 +190,7 @@ class BackupWorker:
             sidecar.log.warning("backup_failed", path=path, attempt=tries, reason=exc.reason, error=str(exc), retry_in_s=None)
 
 
-def install_backup_agent(sidecar: Sidecar) -> None:
+def install_backup_agent(sidecar: Sidecar) -> BackupWorker:
     worker = BackupWorker(sidecar)
 
     @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.backup")
@@ -193,3 +206,5 @@ def install_backup_agent(sidecar: Sidecar) -> None:
     @sidecar.app.timer(RETRY_TICK_S, name="hyperdata_sidecar.backup_retries")
     async def send_due_retries() -> None:
         await worker.send_due()
+
+    return worker

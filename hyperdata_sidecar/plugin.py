@@ -31,6 +31,8 @@ from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.snapshot_offsets import OffsetsUnavailable, resume_offsets
+from hyperdata_sidecar.snapshots import SnapshotWatcher
 from hyperdata_sidecar.tailer import Abandoned, TableTailer
 from hyperdata_sidecar.topics import apply_contract, load_contract
 
@@ -40,6 +42,7 @@ JSON_SCHEMA: dict[str, Any] = dict(key_type=str, key_serializer="json", value_se
 CONNECT_MAX_BACKOFF_S = 30.0
 STOP_CHECK_S = 0.5  # how soon a back-off notices that the worker is stopping
 CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
+SNAPSHOT_POLL_S = 1.0  # how often periodic_abci_states is looked at (a few snapshots an hour)
 LOST_FILES_SHOWN = 20  # lost files kept for the status page (and as many late appends and rewritten sealed files)
 
 
@@ -63,10 +66,17 @@ class Sidecar:
         self.backup_attempts_topic = app.topic(
             backup_attempts_topic_name(prefix), partitions=1, internal=True, key_serializer="json", value_serializer="json"
         )
+        self.snapshot_events_topic = app.topic(
+            f"{prefix}-sidecar-snapshot-events", partitions=1, internal=True, key_serializer="json", value_serializer="json"
+        )
         schema: faust.Schema[str, Any] = faust.Schema(**JSON_SCHEMA)
         self.offsets = app.Table("sidecar-offsets", partitions=1, store="rocksdb://", schema=schema, help="per-file tail state")
         self.seals = app.Table("sidecar-seals", partitions=1, store="rocksdb://", schema=schema, help="sealed hour files")
         self.backups = app.Table("sidecar-backups", partitions=1, store="rocksdb://", schema=schema, help="backup results")
+        self.snapshots = app.Table(
+            "sidecar-snapshots", partitions=1, store="rocksdb://", schema=schema, help="published node snapshot events"
+        )
+        self.snapshot_watcher: SnapshotWatcher | None = None
         self.tailers: dict[str, TableTailer] = {}
         self.connected = asyncio.Event()
         self.synced = False
@@ -141,6 +151,32 @@ class Sidecar:
             self.holds.pop(table, None)
         else:
             self.holds[table] = reason
+
+    # ------------------------------------------------------------------ SnapshotHost
+
+    def published_past(self, height: int) -> dict[str, bool]:
+        return {table: tailer.published_block is not None and tailer.published_block > height for table, tailer in self.tailers.items()}
+
+    async def resume_offsets(self, height: int) -> dict[str, dict[int, int]] | None:
+        partitions = {topic: self.dataplane.partitions[topic] for topic in self.settings.topics.values()}
+        config = {"bootstrap.servers": self.settings.kafka_bootstrap, **self.settings.security.librdkafka_config()}
+        try:
+            return await asyncio.to_thread(resume_offsets, config, partitions, height)
+        except OffsetsUnavailable as exc:
+            self.log.limited(logging.WARNING, "snapshot_offsets_unavailable", str(height), 60.0, height=height, error=str(exc))
+            return None
+
+    async def announce(self, event: dict[str, Any]) -> None:
+        await self.snapshot_events_topic.send(key=event["path"], value=event)
+
+    async def forget_snapshot(self, relpath: str) -> None:
+        self.log.info("snapshot_pruned", path=relpath)
+        await self.forget(relpath)
+
+    async def tick_snapshots(self) -> None:
+        """One look at the node's snapshots (called by the snapshot loop once the tables are synced)."""
+        if self.snapshot_watcher is not None:
+            await self.snapshot_watcher.tick()
 
     def broker_state(self, connected: bool) -> None:
         if connected != self.broker_connected:
@@ -266,6 +302,8 @@ class Sidecar:
             for spec in TABLES:
                 self.tailers[spec.dir_name] = TableTailer(spec, self.settings, self, self.dataplane, stored[spec.dir_name])
             await self._resend_rotations(c for files in stored.values() for c in files.values())
+            await self._resend_snapshot_backups()
+            self.snapshot_watcher = SnapshotWatcher(self.settings, self, set(self.snapshots.keys()))
             self.synced = True
             self.metrics.set_ready(True)
             self.log.info(
@@ -295,6 +333,13 @@ class Sidecar:
                 self.log.info("rotation_resent", path=cursor.path)
                 await self.rotate(manifest)
 
+    async def _resend_snapshot_backups(self) -> None:
+        """Hand published snapshots whose backup is not done to the snapshot agent again (it skips
+        publishing them and backs them up)."""
+        for path, event in list(self.snapshots.items()):
+            if (self.backups.get(path) or {}).get("status") not in ("ok", "disabled"):
+                await self.announce({k: v for k, v in event.items() if k != "published_at"})
+
     # ------------------------------------------------------------------ agent side (inside stream events)
 
     def apply_progress(self, record: dict[str, Any]) -> None:
@@ -304,7 +349,7 @@ class Sidecar:
             cursor = record["cursor"]
             self.offsets[cursor["path"]] = cursor
         elif kind == "forget":
-            for table in (self.offsets, self.seals, self.backups):
+            for table in (self.offsets, self.seals, self.backups, self.snapshots):
                 table.pop(record["path"], None)
         elif kind == "barrier":
             reached = self._barriers.pop(record.get("token", ""), None)
@@ -342,9 +387,10 @@ def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
 
     Called once per app, before the worker starts. Also installs, once per process, a pause after a
     failed aiokafka metadata refresh (:mod:`hyperdata_sidecar.metadata_backoff`). Registers: the
-    internal progress, rotation and backup-attempt topics, the
-    ``sidecar-offsets``/``sidecar-seals``/``sidecar-backups`` RocksDB tables, one polling loop per node
-    table, the ``progress``/``seal``/``backup``/``backup_attempts`` agents and the timer that sends
+    internal progress, rotation, backup-attempt and snapshot-event topics, the
+    ``sidecar-offsets``/``sidecar-seals``/``sidecar-backups``/``sidecar-snapshots`` RocksDB tables, one
+    polling loop per node table and one for the node's snapshots, the
+    ``progress``/``seal``/``backup``/``backup_attempts``/``snapshot`` agents and the timer that sends
     backup retries when they are due, the runtime service and the web pages. ``settings`` defaults to :func:`load_settings` (``faust.ini`` + environment).
     Raises ``RuntimeError`` if the app already has a sidecar, :class:`ConfigError` on bad settings.
     """
@@ -359,6 +405,7 @@ def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
     setattr(app, INSTALLED_ATTR, sidecar)
     for spec in TABLES:
         _install_poll_loop(sidecar, spec.dir_name)
+    _install_snapshot_loop(sidecar)
     install_agents(sidecar)
     app.service(type("SidecarRuntime", (SidecarRuntime,), {"sidecar": sidecar}))
     install_pages(sidecar)
@@ -388,3 +435,24 @@ def _install_poll_loop(sidecar: Sidecar, table: str) -> None:
 
     poll.__name__ = poll.__qualname__ = f"hyperdata_sidecar.poll.{table}"
     sidecar.app.task(poll)
+
+
+def _install_snapshot_loop(sidecar: Sidecar) -> None:
+    """The loop that watches ``WATCH_DIR/periodic_abci_states`` (:class:`SnapshotWatcher`)."""
+
+    async def watch_snapshots() -> None:
+        while not sidecar.stopping:
+            if sidecar.synced:
+                try:
+                    await sidecar.tick_snapshots()
+                except (OSError, KafkaError, asyncio.TimeoutError) as exc:
+                    # Unreadable snapshot dir, or the internal topic cannot take the event now: the next look tries again.
+                    sidecar.log.limited(logging.ERROR, "snapshot_poll_failed", "snapshots", 60.0, error=f"{type(exc).__name__}: {exc}")
+                except Exception as exc:
+                    sidecar.log.error("poll_crashed", table="snapshots", error=f"{type(exc).__name__}: {exc}")
+                    await sidecar.app.crash(exc)
+                    raise
+            await asyncio.sleep(SNAPSHOT_POLL_S)
+
+    watch_snapshots.__name__ = watch_snapshots.__qualname__ = "hyperdata_sidecar.poll.snapshots"
+    sidecar.app.task(watch_snapshots)

@@ -23,6 +23,7 @@ from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.seal import iso_utc
 from hyperdata_sidecar.core.snapshots import SNAPSHOT_DIR, SnapshotFile, is_complete
 from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.metrics import SidecarMetrics
 
 HASH_SLICE = 8 * 1024 * 1024
 
@@ -31,6 +32,7 @@ class SnapshotHost(Protocol):
     """What the watcher needs from the shell."""
 
     log: EventLog
+    metrics: SidecarMetrics
 
     def published_past(self, height: int) -> dict[str, bool]:
         """Per table: has it published (delivered) a line with a block above ``height``?"""
@@ -69,10 +71,25 @@ class SnapshotWatcher:
         self.pending: dict[str, TrackedSnapshot] = {}
         self._ignored: set[str] = set()
 
+    def waiting(self) -> list[dict[str, Any]]:
+        """The snapshots seen and not announced yet, highest height first, with what they wait for."""
+        now = time.monotonic()
+        return [
+            {
+                "path": t.file.relpath,
+                "height": t.file.height,
+                "size": t.size,
+                "waiting_for": "offsets" if t.complete_at is not None else "size to stand still",
+                "waited_s": round(now - (t.complete_at if t.complete_at is not None else t.stable_since), 1),
+            }
+            for t in sorted(self.pending.values(), key=lambda t: t.file.height, reverse=True)
+        ]
+
     async def tick(self) -> None:
         found = self._scan()
         for relpath in [p for p in self.announced | set(self.pending) if p not in found]:
-            self.pending.pop(relpath, None)
+            if self.pending.pop(relpath, None) is not None:
+                self.host.log.warning("snapshot_vanished", path=relpath, note="deleted before it was complete and announced")
             if relpath in self.announced:
                 self.announced.discard(relpath)
                 await self.host.forget_snapshot(relpath)
@@ -113,9 +130,11 @@ class SnapshotWatcher:
 
     async def _advance(self, tracked: TrackedSnapshot) -> None:
         try:
-            size = os.stat(tracked.path).st_size
+            stat = os.stat(tracked.path)
         except FileNotFoundError:
             return
+        size = stat.st_size
+        self.host.metrics.set_newest_snapshot(stat.st_mtime)
         now = time.monotonic()
         if size != tracked.size:
             tracked.size, tracked.stable_since, tracked.complete_at = size, now, None

@@ -50,7 +50,7 @@ from hyperdata_sidecar.core.records import (
     dead_letter_partition,
     refusal_name,
 )
-from hyperdata_sidecar.core.seal import SealManifest, iso_to_epoch, iso_utc
+from hyperdata_sidecar.core.seal import SealManifest, iso_to_epoch, iso_utc, merge_ranges
 from hyperdata_sidecar.core.splitter import Line, LineSplitter, OversizeLine
 from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.logs import EventLog
@@ -198,6 +198,8 @@ class TableTailer:
         self._dir_missing_logged = False
         self._ignored: set[str] = set()
         self._stop_deadline: float | None = None
+        # The highest block of a line this table has delivered (None before any), for snapshot events.
+        self.published_block: int | None = max((c.last_block for c in stored.values() if c.last_block is not None), default=None)
         for path, cursor in stored.items():
             hour = HourFile.parse(path)
             if hour is not None and hour.table == self.table:
@@ -543,8 +545,7 @@ class TableTailer:
             sent: dict[tuple[str, int], list[Pending]] = {}
             for item in pending:
                 record = item.record if item.resent_as_is() else self._rejected(item)
-                callback = repairs.callback(record.topic, record.partition)
-                await self._produce_with_room(record, callback)
+                await self._produce_with_room(record, _widening(repairs.callback(record.topic, record.partition), item.cycle))
                 sent.setdefault((record.topic, record.partition), []).append(
                     Pending(item.cycle, record, None, item.is_replacement or not item.resent_as_is())
                 )
@@ -620,9 +621,12 @@ class TableTailer:
         """Persist ``cycle.cursor``: every record before it was delivered."""
         tracked = cycle.file
         assert cycle.cursor is not None
-        tracked.cursor = cycle.cursor.with_changes(head=tracked.reader.head)
+        offsets = merge_ranges(tracked.cursor.offsets, self.topics.data, cycle.deliveries.offset_ranges(self.topics.data))
+        tracked.cursor = cycle.cursor.with_changes(head=tracked.reader.head, offsets=offsets)
         tally = cycle.tally
         if tally.lines:
+            if cycle.cursor.last_block is not None and (self.published_block is None or cycle.cursor.last_block > self.published_block):
+                self.published_block = cycle.cursor.last_block
             block_time = block_time_of(tally.last_line) if tally.last_line is not None else None
             self.host.metrics.lines_published(self.table, tally.lines, block_time)
             self._warn_if_behind(block_time)
@@ -679,7 +683,7 @@ class TableTailer:
         first = running.stage is CursorStage.TAILING
         carry = tracked.writer.seq_state if first else running.carry_state
         cursor = running.moved_to(
-            CursorStage.FINALIZED, size=size, finalized_at=iso_utc(time.time()),
+            CursorStage.FINALIZED, size=size, finalized_at=iso_utc(time.time()), offsets=tracked.cursor.offsets,
             sha256=tracked.reader.digest.hexdigest(), head=tracked.reader.head,
             revision=running.revision + 1, unterminated_at=partial.offset if partial is not None else None,
             carry_block=carry[0], carry_next=carry[1], carry_epoch=carry[2],
@@ -716,6 +720,17 @@ def late_tag(hour: HourFile) -> bytes:
     own sequence continues there, and the tag keeps those ids apart from the next hour file's,
     which continued the table's stream from the file's first end."""
     return b"|late-%s-%s" % (hour.date.encode(), hour.hour.encode())
+
+
+def _widening(report: Callable[[Any, Any], None], cycle: Cycle) -> Callable[[Any, Any], None]:
+    """``report``, and a record sent again that is delivered counts among ``cycle``'s offsets."""
+
+    def on_delivery(error: Any, message: Any) -> None:
+        report(error, message)
+        if error is None:
+            cycle.deliveries.widen(message.topic(), message.partition(), message.offset())
+
+    return on_delivery
 
 
 def _never() -> bool:

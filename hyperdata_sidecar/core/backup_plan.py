@@ -9,14 +9,32 @@ operator asks for a new series. A source that no longer exists is given up at on
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
-from hyperdata_sidecar.core.seal import SealManifest
 
 FIRST_DELAY_S = 1.0
 MAX_DELAY_S = 60.0
 HOPELESS_REASONS = frozenset({"source_missing"})  # the file is gone: no try can succeed
+
+
+class BackupSubject(Protocol):
+    """What is backed up: a finalized revision of an hour file (a ``SealManifest``) or a node
+    snapshot (a ``SnapshotBackup``)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def revision(self) -> int: ...
+
+    def to_json(self) -> bytes: ...
 
 
 class Outcome(enum.Enum):
@@ -41,7 +59,7 @@ def after_failure(tries: int, reason: str, max_tries: int) -> Step:
     return Step(Outcome.RETRY, min(FIRST_DELAY_S * 2 ** (tries - 1), MAX_DELAY_S))
 
 
-def superseded(cursor: FileCursor, manifest: SealManifest) -> bool:
+def superseded(cursor: FileCursor, manifest: BackupSubject) -> bool:
     """True when the file (at ``cursor``) has grown past ``manifest``: a later revision is sealed or
     on its way, so backing ``manifest`` up is pointless."""
     return cursor.revision > manifest.revision or (cursor.stage is CursorStage.REOPENED and cursor.revision >= manifest.revision)
@@ -56,20 +74,20 @@ class RetrySchedule:
 
     def __init__(self) -> None:
         self._tries: dict[str, tuple[int, int]] = {}  # path -> (revision, failed tries in the series)
-        self._due: dict[str, tuple[float, SealManifest]] = {}
+        self._due: dict[str, tuple[float, BackupSubject]] = {}
 
     def tries(self, path: str, revision: int) -> int:
         """Failed tries so far in the series of ``path`` at ``revision``."""
         held = self._tries.get(path)
         return held[1] if held is not None and held[0] == revision else 0
 
-    def failed(self, manifest: SealManifest) -> int:
+    def failed(self, manifest: BackupSubject) -> int:
         """Count a failed try of ``manifest``'s file; returns the tries of its series so far."""
         tries = self.tries(manifest.path, manifest.revision) + 1
         self._tries[manifest.path] = (manifest.revision, tries)
         return tries
 
-    def retry(self, manifest: SealManifest, at: float) -> None:
+    def retry(self, manifest: BackupSubject, at: float) -> None:
         """Try ``manifest`` again at ``at`` (replacing a retry of the same file)."""
         self._due[manifest.path] = (at, manifest)
 
@@ -78,7 +96,7 @@ class RetrySchedule:
         self._tries.pop(path, None)
         self._due.pop(path, None)
 
-    def due(self, now: float) -> list[SealManifest]:
+    def due(self, now: float) -> list[BackupSubject]:
         """The retries due at ``now``, taken off the schedule, oldest due first."""
         ready = sorted((at, path) for path, (at, _manifest) in self._due.items() if at <= now)
         return [self._due.pop(path)[1] for _at, path in ready]

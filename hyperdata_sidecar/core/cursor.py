@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from hyperdata_sidecar.core.hourfile import HourFile
-from hyperdata_sidecar.core.seal import SealManifest
+from hyperdata_sidecar.core.seal import OffsetRanges, SealManifest
 
 
 class CursorStage(str, enum.Enum):
@@ -46,7 +46,9 @@ class FileCursor:
     ``revision`` counts the file's finalizations (its seals): 1 once finalized, 2 after a late
     append was published and the file finalized again, and so on. ``unterminated_at`` is where the
     unterminated last line dead-lettered at the latest finalization starts (None if the file ended
-    in a newline): a late append completes that line, so it is read again from there.
+    in a newline): a late append completes that line, so it is read again from there. ``offsets``
+    are the Kafka offsets of the delivered lines (see :class:`SealManifest`); None for a file whose
+    cursor was first stored by a version that did not keep them.
     """
 
     path: str
@@ -73,6 +75,7 @@ class FileCursor:
     sha256: str | None = None
     revision: int = 0
     unterminated_at: int | None = None
+    offsets: OffsetRanges | None = None
 
     def to_record(self) -> dict[str, Any]:
         record = asdict(self)
@@ -104,7 +107,7 @@ class FileCursor:
         block, next_seq, epoch = seq_state
         return cls(
             path=path, seq_block=block, seq_next=next_seq, seq_epoch=epoch,
-            seq0_block=block, seq0_next=next_seq, seq0_epoch=epoch,
+            seq0_block=block, seq0_next=next_seq, seq0_epoch=epoch, offsets={},
         )
 
     def restarted(self) -> FileCursor:
@@ -176,4 +179,5 @@ def manifest_from_cursor(cursor: FileCursor, node: str) -> SealManifest | None:
         node=node,
         revision=cursor.revision,
         block_regressions=cursor.block_regressions,
+        offsets=cursor.offsets,
     )

@@ -61,21 +61,35 @@ class Failure(NamedTuple):
 
 
 class GroupAcks:
-    """Counts the delivery reports of one (topic, partition) and keeps its failures."""
+    """Counts the delivery reports of one (topic, partition), keeps its failures and its first and
+    last delivered record (whose offsets say where the group landed)."""
 
-    __slots__ = ("topic", "partition", "reported", "failures")
+    __slots__ = ("topic", "partition", "reported", "failures", "first", "last")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
         self.reported = 0
         self.failures: list[Failure] = []
+        self.first: Any = None
+        self.last: Any = None
 
-    def report(self, error: Any, _message: Any) -> None:
+    def report(self, error: Any, message: Any) -> None:
         """confluent-kafka's ``on_delivery(err, msg)``; runs on the thread that polls the producer."""
-        if error is not None:
+        if error is None:
+            self.last = message
+            if self.first is None:
+                self.first = message
+        else:
             self.failures.append(Failure(self.topic, self.partition, self.reported, error))
         self.reported += 1
+
+    def offset_range(self) -> tuple[int, int] | None:
+        """The offsets of the first and last delivered record, or None if none was delivered.
+        (A partition's records are delivered in the order they were produced, at rising offsets.)"""
+        if self.first is None:
+            return None
+        return self.first.offset(), self.last.offset()
 
 
 class Deliveries:
@@ -83,6 +97,7 @@ class Deliveries:
 
     def __init__(self) -> None:
         self._groups: dict[tuple[str, int], GroupAcks] = {}
+        self._widened: dict[tuple[str, int], tuple[int, int]] = {}
 
     def callback(self, topic: str, partition: int) -> DeliveryCallback:
         """The ``on_delivery`` for a record of ``topic``/``partition``."""
@@ -104,3 +119,22 @@ class Deliveries:
     def failures(self) -> list[Failure]:
         """Every failed record reported so far, by group, in each group's order."""
         return [failure for group in self._groups.values() for failure in group.failures]
+
+    def widen(self, topic: str, partition: int, offset: int) -> None:
+        """A record of this set that failed was delivered later (sent again) at ``offset``."""
+        low, high = self._widened.get((topic, partition), (offset, offset))
+        self._widened[(topic, partition)] = (min(low, offset), max(high, offset))
+
+    def offset_ranges(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Per partition of ``topic``: the lowest and highest offset of the records delivered there."""
+        ranges: dict[int, tuple[int, int]] = {}
+        for (group_topic, partition), group in self._groups.items():
+            found = group.offset_range() if group_topic == topic else None
+            if found is not None:
+                ranges[partition] = found
+        for (group_topic, partition), (low, high) in self._widened.items():
+            if group_topic == topic:
+                known = ranges.get(partition, (low, high))
+                ranges[partition] = (min(known[0], low), max(known[1], high))
+        return ranges
+

@@ -17,6 +17,26 @@ def iso_utc(ts: float) -> str:
     return moment.isoformat(timespec="milliseconds") + "Z"
 
 
+OffsetRanges = dict[str, dict[str, list[int]]]
+"""Where a file's records are, as seals and cursors keep it: data topic -> partition (a decimal
+string, as JSON object keys are) -> [first offset, last offset]."""
+
+
+def merge_ranges(known: OffsetRanges | None, topic: str, ranges: dict[int, tuple[int, int]]) -> OffsetRanges | None:
+    """``known`` widened by ``ranges`` (of ``topic``); ``known`` itself is left as it was. None (not
+    known: part of the file was published before offsets were kept) stays None."""
+    if known is None or not ranges:
+        return known
+    merged = {name: dict(parts) for name, parts in known.items()}
+    parts = merged.setdefault(topic, {})
+    for partition, (low, high) in ranges.items():
+        key = str(partition)
+        old = parts.get(key)
+        parts[key] = [low, high] if old is None else [min(old[0], low), max(old[1], high)]
+    merged[topic] = dict(sorted(parts.items(), key=lambda item: int(item[0])))
+    return merged
+
+
 def revision_of(record: Mapping[str, Any] | None) -> int:
     """The file revision a seal or backup record (a ``sidecar-seals`` or ``sidecar-backups`` value)
     is about: 0 without a record, 1 for a record written before revisions existed."""
@@ -41,6 +61,10 @@ class SealManifest:
     ``revision`` is 1 for a file's first seal; a file that grows after its seal gets another seal,
     revision 2 (then 3, ...), describing the whole file again. ``block_regressions`` counts its lines
     whose block is lower than the previous good line's (their ids carry a regression epoch).
+    ``offsets`` says where its published lines are: per data topic and partition, the offsets of
+    the first and last of them (a file's lines are the only lines of their table in that range,
+    but for lines published again after a crash); None when unknown (a file partly published by a
+    version that did not keep them).
     """
 
     table: str
@@ -56,6 +80,7 @@ class SealManifest:
     node: str
     revision: int = 1
     block_regressions: int = 0
+    offsets: OffsetRanges | None = None
 
     @property
     def key(self) -> str:
@@ -79,6 +104,7 @@ class SealManifest:
                 "node": self.node,
                 "revision": self.revision,
                 "block_regressions": self.block_regressions,
+                "offsets": self.offsets,
             }
         )
 
@@ -110,6 +136,7 @@ class SealManifest:
             node=_field(obj, "node", str),
             revision=_field(obj, "revision", int) if "revision" in obj else 1,
             block_regressions=_field(obj, "block_regressions", int) if "block_regressions" in obj else 0,
+            offsets=_offsets(obj),
         )
 
 
@@ -132,3 +159,20 @@ def _block_range(obj: dict[str, Any]) -> tuple[int, int] | None:
     if type(value) is not list or len(value) != 2 or any(type(b) is not int for b in value):
         raise ValueError(f"seal manifest 'block_range' is not [first, last] integers: {value!r}")
     return value[0], value[1]
+
+
+def _offsets(obj: dict[str, Any]) -> OffsetRanges | None:
+    value = obj.get("offsets")
+    if value is None:
+        return None
+    if type(value) is not dict or not all(
+        type(parts) is dict
+        and all(
+            type(partition) is str and partition.isdigit() and type(pair) is list and len(pair) == 2
+            and all(type(o) is int for o in pair)
+            for partition, pair in parts.items()
+        )
+        for parts in value.values()
+    ):
+        raise ValueError(f"seal manifest 'offsets' is not {{topic: {{partition: [first, last]}}}}: {value!r}")
+    return value

@@ -11,7 +11,9 @@ from __future__ import annotations
 import datetime
 import re
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import orjson
 
 SNAPSHOT_DIR = "periodic_abci_states"
 _HEIGHT = re.compile(r"(0|[1-9][0-9]{0,18})\.rmp")
@@ -67,3 +69,34 @@ def resume_offset(height: int, begin: int, end: int, block_at: Callable[[int], i
         else:
             low = middle + 1
     return low
+
+
+class SnapshotBackup(NamedTuple):
+    """A published snapshot as the backup worker copies it (archive only, like an hour file)."""
+
+    path: str
+    sha256: str
+    size: int
+    revision: int = 1  # written once by the node: a snapshot has one revision
+
+    @classmethod
+    def of_event(cls, event: dict[str, Any]) -> SnapshotBackup:
+        return cls(str(event["path"]), str(event["sha256"]), int(event["size"]))
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({"path": self.path, "sha256": self.sha256, "size": self.size})
+
+    @classmethod
+    def from_json(cls, data: bytes) -> SnapshotBackup:
+        """Raises ValueError if ``data`` is not what :meth:`to_json` writes."""
+        try:
+            obj = orjson.loads(data)
+            return cls(_typed(obj["path"], str), _typed(obj["sha256"], str), _typed(obj["size"], int))
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"not a snapshot backup record: {exc}") from exc
+
+
+def _typed(value: Any, kind: type) -> Any:
+    if type(value) is not kind:
+        raise TypeError(f"{value!r} is not {kind.__name__}")
+    return value

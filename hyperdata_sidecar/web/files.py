@@ -167,6 +167,17 @@ def recent_seals(seals: Mapping[str, Mapping[str, Any]], limit: int) -> list[dic
     return records[:limit]
 
 
+def recent_snapshots(
+    snapshots: Mapping[str, Mapping[str, Any]], backups: Mapping[str, Mapping[str, Any]], limit: int
+) -> list[dict[str, Any]]:
+    """At most ``limit`` published snapshot events, highest height first, each with its backup's status."""
+    records = [
+        {**dict(event), "backup": (backups.get(path) or {}).get("status", "pending")} for path, event in snapshots.items()
+    ]
+    records.sort(key=lambda r: int(r.get("height", 0)), reverse=True)
+    return records[:limit]
+
+
 def recent_backups(backups: Mapping[str, Mapping[str, Any]], limit: int) -> list[dict[str, Any]]:
     """At most ``limit`` backup results (with their ``path``), most recent ``at`` first."""
     records = [{"path": path, **{k: v[k] for k in BACKUP_FIELDS if k in v}} for path, v in backups.items()]

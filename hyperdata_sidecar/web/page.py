@@ -73,7 +73,7 @@ def render_page(status: SidecarStatus) -> str:
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<style>{_STYLE}</style></head><body>"
         f"{_header(status)}<main>{_problems(status)}{_tables(status.tables)}{_charts(status)}"
-        f'<div class="cols">{_seals(status.seals)}{_backups(status.backups)}</div></main>'
+        f'<div class="cols">{_seals(status.seals)}{_backups(status.backups)}</div>{_snapshots(status.snapshots)}</main>'
         f"{_footer(status)}<script>{_SCRIPT}</script></body></html>"
     )
 
@@ -196,10 +196,32 @@ def _backups(backups: list[dict[str, Any]]) -> str:
     return f"<section><h2>Last backups</h2><table>{head}{body}</table></section>"
 
 
+def _snapshots(snapshots: list[dict[str, Any]]) -> str:
+    numeric = {0, 2}
+    head = _row(["Height", "Published at", "Size", "sha256", "Partial", "Backup"], header=True, numeric=numeric)
+    rows = "".join(
+        _row(
+            [
+                str(s.get("height", "")),
+                _clock(s.get("published_at")),
+                size(s.get("size", 0)),
+                _e(str(s.get("sha256", ""))[:12]),
+                _e(", ".join(s.get("partial", [])) or "—"),
+                _e(s.get("backup", "")),
+            ],
+            numeric=numeric,
+            raw={3, 4, 5},
+        )
+        for s in snapshots
+    )
+    body = rows or _empty(6, "no node snapshots yet")
+    return f"<section><h2>Last node snapshots</h2><table>{head}{body}</table></section>"
+
+
 def _footer(status: SidecarStatus) -> str:
     links = " · ".join(
         f'<a href="{href}">{href}</a>'
-        for href in ("/metrics", "/sidecar/files/", "/sidecar/seals/", "/sidecar/dlq/", "/healthz", "/readyz", "/table/")
+        for href in ("/metrics", "/sidecar/files/", "/sidecar/seals/", "/sidecar/snapshots/", "/sidecar/dlq/", "/healthz", "/readyz", "/table/")
     )
     config = " · ".join(f"{_e(k)}={_e(_flat(v))}" for k, v in status.config.items())
     return f"<footer>Read-only. JSON: {links}<br>Config: {config}</footer>"

@@ -79,6 +79,13 @@ def install_pages(sidecar: Sidecar) -> None:
             return view.error(400, f"limit must be an integer from 1 to {SEALS_MAX_LIMIT}")
         return view.json({"seals": snapshot.seals(sidecar, limit), "limit": limit})
 
+    @app.page("/sidecar/snapshots/", name="hyperdata_sidecar.snapshots")
+    async def snapshots(view: View, request: Request) -> Response:
+        limit = _limit(request.query.get("limit"))
+        if limit is None:
+            return view.error(400, f"limit must be an integer from 1 to {SEALS_MAX_LIMIT}")
+        return view.json({**snapshot.snapshots(sidecar, limit), "limit": limit})
+
     @app.page("/sidecar/dlq/", name="hyperdata_sidecar.dlq")
     async def dlq(view: View, request: Request) -> Response:
         return view.json(snapshot.dlq(sidecar))

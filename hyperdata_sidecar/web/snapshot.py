@@ -24,6 +24,7 @@ from hyperdata_sidecar.web.files import (
     file_statuses,
     recent_backups,
     recent_seals,
+    recent_snapshots,
 )
 from hyperdata_sidecar.web.history import History
 from hyperdata_sidecar.web.rates import LineRates
@@ -94,6 +95,16 @@ def seals(sidecar: Sidecar, limit: int) -> list[dict[str, Any]]:
     return recent_seals(_table(sidecar.seals), limit)
 
 
+def snapshots(sidecar: Sidecar, limit: int) -> dict[str, Any]:
+    """The ``limit`` newest published snapshot events and the snapshots still waiting (``/sidecar/snapshots/``)."""
+    watcher = sidecar.snapshot_watcher
+    return {
+        "snapshots": recent_snapshots(_table(sidecar.snapshots), _table(sidecar.backups), limit),
+        "waiting": watcher.waiting() if watcher is not None else [],
+        "topic": sidecar.settings.topic_snapshots,
+    }
+
+
 def dlq(sidecar: Sidecar) -> dict[str, Any]:
     """DLQ counts (``/sidecar/dlq/``): by table and reason since this process started, and the
     per-table sum over the tracked files' cursors (which survives restarts)."""
@@ -144,6 +155,7 @@ def status(sidecar: Sidecar, rates: LineRates, history: History) -> SidecarStatu
         tables=tables,
         seals=recent_seals(sealed, RECENT),
         backups=recent_backups(backed_up, RECENT),
+        snapshots=recent_snapshots(_table(sidecar.snapshots), backed_up, RECENT),
         problems=problems(
             not_ready=reasons, tables=tables, files=statuses, thresholds=thresholds, now=now, lost=list(sidecar.lost),
             late_appends=list(sidecar.late_appends), rewritten=list(sidecar.rewritten), regressions=sidecar.regressions,

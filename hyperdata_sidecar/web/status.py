@@ -69,6 +69,7 @@ class SidecarStatus:
     seals: list[dict[str, Any]]
     backups: list[dict[str, Any]]
     problems: list[Problem]
+    snapshots: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

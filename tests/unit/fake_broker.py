@@ -5,7 +5,8 @@
 ``until``, which serves delivery reports the way the data plane's poll task does. It keeps
 librdkafka's promises: a partition's records land and are reported in the order they were
 produced; while the broker is away nothing is reported and nothing is lost; a record refused for
-good is reported failed and the records after it go on. The "topics" are its ``log``.
+good is reported failed and the records after it go on. The "topics" are its ``log``: a record's
+offset is its index in its partition's list.
 """
 
 from __future__ import annotations
@@ -25,6 +26,24 @@ from hyperdata_sidecar.core.records import Record, Regression
 from hyperdata_sidecar.core.seal import SealManifest
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What a delivery report carries about a delivered record, as confluent-kafka's ``Message``."""
+
+    _topic: str
+    _partition: int
+    _offset: int
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
 
 
 @dataclass
@@ -73,8 +92,9 @@ class FakeBroker:
             elif self.max_value is not None and len(record.value) > self.max_value:
                 queued.callback(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), None)
             else:
-                self.log[(record.topic, record.partition)].append(record)
-                queued.callback(None, None)
+                landed = self.log[(record.topic, record.partition)]
+                landed.append(record)
+                queued.callback(None, Delivered(record.topic, record.partition, len(landed) - 1))
 
     def lost_queue(self) -> None:
         """The process died: what librdkafka still held is gone."""

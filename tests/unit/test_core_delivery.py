@@ -69,3 +69,36 @@ def test_errors_that_a_fixed_configuration_can_heal_hold_the_record(code):
 def test_a_fatal_error_is_fatal_whatever_its_code():
     assert verdict(error(KafkaError.MSG_SIZE_TOO_LARGE, fatal=True)) is Verdict.FATAL
     assert verdict(error(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True)) is Verdict.FATAL
+
+
+class Delivered:
+    """A delivered record as confluent-kafka reports it: its partition and offset."""
+
+    def __init__(self, partition: int, offset: int) -> None:
+        self._partition, self._offset = partition, offset
+
+    def offset(self) -> int:
+        return self._offset
+
+
+def test_offset_ranges_are_the_first_and_last_delivered_record_of_each_data_partition():
+    deliveries = Deliveries()
+    acks = deliveries.cycle_acks(TOPICS, dlq_partition=1)
+    acks.data[0](error(KafkaError.MSG_SIZE_TOO_LARGE), None)  # failed: not among the offsets
+    acks.data[0](None, Delivered(0, 40))
+    acks.data[2](None, Delivered(2, 7))
+    acks.data[0](None, Delivered(0, 41))
+    acks.data[0](None, Delivered(0, 45))
+    acks.dlq(None, Delivered(1, 3))
+    assert deliveries.offset_ranges("data") == {0: (40, 45), 2: (7, 7)}
+    assert deliveries.offset_ranges("dlq") == {1: (3, 3)}
+
+
+def test_a_record_sent_again_widens_its_partition_range():
+    deliveries = Deliveries()
+    acks = deliveries.cycle_acks(TOPICS, dlq_partition=1)
+    acks.data[1](None, Delivered(1, 10))
+    acks.data[1](error(KafkaError.TOPIC_AUTHORIZATION_FAILED), None)
+    deliveries.widen("data", 1, 12)
+    deliveries.widen("data", 2, 30)  # a partition where nothing else of the set was delivered
+    assert deliveries.offset_ranges("data") == {1: (10, 12), 2: (30, 30)}

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperdata_sidecar.core.seal import SealManifest, iso_utc
+from hyperdata_sidecar.core.seal import SealManifest, iso_utc, merge_ranges
 
 JUNE_10_14H = calendar.timegm((2026, 6, 10, 14, 0, 0))
 
@@ -75,7 +75,7 @@ def test_to_json_writes_the_fields_in_contract_order_with_block_range_as_a_list(
         b'{"table":"node_raw_book_diffs_streaming","path":"node_raw_book_diffs_streaming/hourly/20260610/13",'
         b'"date":"20260610","hour":"13","block_range":[1030140001,1030196121],"size":15320775857,'
         b'"sha256":"' + b"a" * 64 + b'","finalized_at":"2026-06-10T14:00:00.123Z","lines":3600000,'
-        b'"dlq_lines":2,"node":"node-1","revision":1,"block_regressions":0}'
+        b'"dlq_lines":2,"node":"node-1","revision":1,"block_regressions":0,"offsets":null}'
     )
 
 
@@ -128,10 +128,10 @@ def test_any_manifest_round_trips_through_json(original):
 FIELDS = [
     "table", "path", "date", "hour", "block_range", "size", "sha256", "finalized_at", "lines", "dlq_lines", "node"
 ]
-ADDED_FIELDS = ["revision", "block_regressions"]
+ADDED_FIELDS = ["revision", "block_regressions", "offsets"]
 
 
-def test_to_json_writes_exactly_the_contract_fields_then_the_revision_and_regressions():
+def test_to_json_writes_exactly_the_contract_fields_then_the_revision_regressions_and_offsets():
     assert list(orjson.loads(manifest().to_json())) == FIELDS + ADDED_FIELDS
 
 
@@ -146,7 +146,13 @@ def test_a_seal_written_before_revisions_existed_reads_as_the_first_revision_wit
     for name in ADDED_FIELDS:
         del obj[name]
     restored = SealManifest.from_json(orjson.dumps(obj))
-    assert (restored.revision, restored.block_regressions) == (1, 0)
+    assert (restored.revision, restored.block_regressions, restored.offsets) == (1, 0, None)
+
+
+def test_offsets_round_trip_as_first_and_last_per_partition():
+    located = manifest(offsets={"hyperliquid.book-diffs": {"0": [10, 99], "5": [7, 7]}})
+    assert SealManifest.from_json(located.to_json()) == located
+    assert orjson.loads(located.to_json())["offsets"] == {"hyperliquid.book-diffs": {"0": [10, 99], "5": [7, 7]}}
 
 
 @pytest.mark.parametrize("field", FIELDS)
@@ -175,6 +181,11 @@ def test_from_json_rejects_a_missing_field_naming_it(field):
         ("block_range", "1-2"),
         ("revision", "2"),
         ("block_regressions", False),
+        ("offsets", []),
+        ("offsets", {"t": [1, 2]}),
+        ("offsets", {"t": {"0": [1]}}),
+        ("offsets", {"t": {"x": [1, 2]}}),
+        ("offsets", {"t": {"0": [1, "2"]}}),
     ],
     ids=repr,
 )
@@ -189,3 +200,24 @@ def test_from_json_rejects_a_field_of_the_wrong_type_naming_it(field, value):
 def test_from_json_rejects_anything_but_a_json_object(data):
     with pytest.raises(ValueError):
         SealManifest.from_json(data)
+
+
+# --- merge_ranges ----------------------------------------------------------------------------------
+
+
+def test_merge_ranges_widens_known_partitions_and_adds_new_ones_in_partition_order():
+    known = {"t": {"2": [10, 20]}, "u": {"0": [1, 1]}}
+    merged = merge_ranges(known, "t", {2: (21, 30), 10: (5, 6), 0: (3, 4)})
+    assert merged == {"t": {"0": [3, 4], "2": [10, 30], "10": [5, 6]}, "u": {"0": [1, 1]}}
+    assert list(merged["t"]) == ["0", "2", "10"]
+    assert known == {"t": {"2": [10, 20]}, "u": {"0": [1, 1]}}  # unchanged
+
+
+def test_merge_ranges_takes_the_lowest_first_and_highest_last():
+    assert merge_ranges({"t": {"0": [10, 20]}}, "t", {0: (5, 15)}) == {"t": {"0": [5, 20]}}
+
+
+def test_merge_ranges_keeps_unknown_offsets_unknown():
+    assert merge_ranges(None, "t", {0: (1, 2)}) is None
+    known = {"t": {"0": [1, 2]}}
+    assert merge_ranges(known, "t", {}) is known

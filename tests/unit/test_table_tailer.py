@@ -86,6 +86,29 @@ def in_file_order_per_partition(broker: FakeBroker, *, first_deliveries_only: bo
     return True
 
 
+def seal_ranges_hold(broker: FakeBroker, manifest) -> bool:
+    """The seal's offsets cover its file: each partition's first and last offset hold lines of the
+    file, and every line of the file published before the seal (late lines aside) has a copy in
+    its partition's range; partitions the seal does not name hold none of its lines."""
+    ranges = (manifest.offsets or {}).get(TOPIC, {})
+    for (topic, partition), records in broker.log.items():
+        if topic != TOPIC:
+            continue
+        mine = [(i, r) for i, r in enumerate(records) if r.header("source").decode() == manifest.path]
+        on_time = {int(r.header("offset")) for _, r in mine if b"|late-" not in r.header("line_id")}
+        if str(partition) not in ranges:
+            if on_time:
+                return False
+            continue
+        first, last = ranges[str(partition)]
+        if any(records[i].header("source").decode() != manifest.path for i in (first, last)):
+            return False
+        inside = {int(r.header("offset")) for i, r in mine if first <= i <= last}
+        if not on_time <= inside:
+            return False
+    return True
+
+
 @pytest.fixture
 def watch(tmp_path: Path) -> Path:
     path = tmp_path / "watch"
@@ -108,6 +131,7 @@ async def test_two_hours_are_published_in_order_checkpointed_and_the_first_seale
     assert (manifest.path, manifest.lines, manifest.size) == (
         f"{SPEC.dir_name}/hourly/20260610/13", 25, hour_path(watch, 13).stat().st_size,
     )
+    assert manifest.offsets and seal_ranges_hold(broker, manifest)
     newest = host.checkpoints[f"{SPEC.dir_name}/hourly/20260610/14"]
     assert (newest.stage, newest.byte_offset, newest.lines) == (CursorStage.TAILING, hour_path(watch, 14).stat().st_size, 15)
 
@@ -407,6 +431,12 @@ class TailerModel(RuleBasedStateMachine):
         assert all(len(found) == 1 for found in by_line.values())
         every = [i for found in by_line.values() for i in found]
         assert len(every) == len(set(every))
+
+    @invariant()
+    def every_seal_says_where_its_files_lines_are(self) -> None:
+        for manifest in self.host.rotations:
+            if manifest.path not in self.truncated:
+                assert seal_ranges_hold(self.broker, manifest)
 
     @invariant()
     def a_quiet_broker_gets_every_complete_line(self) -> None:

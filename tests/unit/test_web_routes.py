@@ -17,6 +17,7 @@ from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
 from hyperdata_sidecar.core.seal import iso_utc
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.plugin import Sidecar, install
+from hyperdata_sidecar.snapshots import SnapshotWatcher
 from hyperdata_sidecar.tailer import TableTailer
 
 FILLS = "node_fills_streaming"
@@ -223,6 +224,30 @@ async def test_seals_view_is_empty_and_bounded_by_a_valid_limit(served) -> None:
     assert bad.status == 400
 
 
+async def test_snapshots_view_lists_published_events_newest_first_with_their_backup_and_those_waiting(served, monkeypatch) -> None:
+    sidecar, client = served
+    run_as_started(sidecar, {})
+    older, newer = "periodic_abci_states/20260610/100.rmp", "periodic_abci_states/20260610/200.rmp"
+    monkeypatch.setattr(sidecar, "snapshots", {
+        older: {"height": 100, "path": older, "size": 5, "sha256": "a" * 64, "offsets": {}},
+        newer: {"height": 200, "path": newer, "size": 6, "sha256": "b" * 64, "offsets": {}, "partial": ["node_fills_streaming"]},
+    })
+    monkeypatch.setattr(sidecar, "backups", {older: {"status": "ok"}})
+    watch = sidecar.settings.watch_dir / "periodic_abci_states" / "20260611"
+    watch.mkdir(parents=True)
+    (watch / "300.rmp").write_bytes(b"growing")
+    sidecar.snapshot_watcher = SnapshotWatcher(sidecar.settings, sidecar, set())
+    await sidecar.snapshot_watcher.tick()
+    body = await (await client.get("/sidecar/snapshots/?limit=5")).json()
+
+    assert [(s["height"], s["backup"]) for s in body["snapshots"]] == [(200, "pending"), (100, "ok")]
+    assert [(w["height"], w["size"]) for w in body["waiting"]] == [(300, 7)]
+    assert body["topic"] == sidecar.settings.topic_snapshots and body["limit"] == 5
+    assert (await client.get("/sidecar/snapshots/?limit=x")).status == 400
+    page = await (await client.get("/sidecar/")).text()
+    assert "Last node snapshots" in page and "node_fills_streaming" in page
+
+
 async def test_pages_are_read_only(served) -> None:
     _sidecar, client = served
     for path in ("/", "/metrics", "/sidecar/files/", "/readyz"):
@@ -281,7 +306,7 @@ async def test_faust_table_list_includes_the_sidecars_tables(served) -> None:
     _sidecar, client = served
     names = [t["name"] for t in await (await client.get("/table/")).json()]
 
-    assert {"sidecar-offsets", "sidecar-seals", "sidecar-backups"} <= set(names)
+    assert {"sidecar-offsets", "sidecar-seals", "sidecar-backups", "sidecar-snapshots"} <= set(names)
 
 
 # ---------------------------------------------------------------------- install
@@ -306,6 +331,7 @@ def test_every_page_has_an_explicit_sidecar_name(tmp_path: Path) -> None:
         "hyperdata_sidecar.readyz": "/readyz",
         "hyperdata_sidecar.files": "/sidecar/files/",
         "hyperdata_sidecar.seals": "/sidecar/seals/",
+        "hyperdata_sidecar.snapshots": "/sidecar/snapshots/",
         "hyperdata_sidecar.dlq": "/sidecar/dlq/",
         "hyperdata_sidecar.status_json": "/sidecar/status/",
     }

@@ -1,0 +1,120 @@
+"""The ``snapshot`` agent: one event per node snapshot on the snapshot topic, never two, then its backup.
+
+The watcher (:mod:`hyperdata_sidecar.snapshots`) hands each complete snapshot's event to the
+internal snapshot-events topic. Here it is published unless the ``sidecar-snapshots`` table already
+records it. The table is written after the broker acked the event, so a crash between the two
+leaves an event the table does not know: the first event after a start therefore also reads the
+snapshot topic once (:class:`PublishedSnapshots`) and skips heights already there. The snapshot is
+then backed up through the same worker as the hour files (its result lands in ``sidecar-backups``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any, AsyncIterable
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+from confluent_kafka import KafkaException
+
+from hyperdata_sidecar.agents.backup import BackupWorker
+from hyperdata_sidecar.core.seal import iso_utc
+from hyperdata_sidecar.core.snapshots import SnapshotBackup
+
+if TYPE_CHECKING:
+    from hyperdata_sidecar.plugin import Sidecar
+
+MAX_BACKOFF_S = 30.0
+STOP_CHECK_S = 0.5
+TOPIC_READ_TIMEOUT_S = 60.0  # reading the snapshot topic once; a broker outage must not hang the agent
+
+
+class PublishedSnapshots:
+    """The heights this node already announced, as the snapshot topic itself records them (read once)."""
+
+    def __init__(self, sidecar: Sidecar) -> None:
+        self._sidecar = sidecar
+        self._heights: set[int] | None = None
+
+    async def contains(self, height: int) -> bool:
+        if self._heights is None:
+            self._heights = await self._read_topic()
+        return height in self._heights
+
+    def add(self, height: int) -> None:
+        if self._heights is not None:
+            self._heights.add(height)
+
+    async def _read_topic(self) -> set[int]:
+        settings = self._sidecar.settings
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False, **settings.security.client_kwargs()
+        )
+        count = self._sidecar.dataplane.partitions[settings.topic_snapshots]
+        partitions = [TopicPartition(settings.topic_snapshots, p) for p in range(count)]
+        await consumer.start()
+        try:
+            consumer.assign(partitions)
+            for tp, offset in (await consumer.beginning_offsets(partitions)).items():
+                consumer.seek(tp, offset)
+            end = await consumer.end_offsets(partitions)
+            heights: set[int] = set()
+            while [tp for tp in partitions if await consumer.position(tp) < end[tp]]:
+                for records in (await consumer.getmany(*partitions, timeout_ms=1000)).values():
+                    for record in records:
+                        try:
+                            event = orjson.loads(record.value)
+                            if event.get("node") == settings.node_id:
+                                heights.add(int(event["height"]))
+                        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+                            continue
+            return heights
+        finally:
+            await consumer.stop()
+
+
+async def publish(sidecar: Sidecar, published: PublishedSnapshots, event: dict[str, Any]) -> bool:
+    """Publish ``event`` unless it is published already; record it in the snapshots table. False
+    when the worker stopped first (the watcher announces it again on the next start)."""
+    path, height = event["path"], int(event["height"])
+    if sidecar.snapshots.get(path) is not None:
+        sidecar.log.info("snapshot_already_recorded", path=path, height=height)
+        return True
+    while not sidecar.connected.is_set():
+        if not await sidecar.pause(STOP_CHECK_S):
+            return False
+    delay = 0.5
+    while True:
+        try:
+            if await asyncio.wait_for(published.contains(height), TOPIC_READ_TIMEOUT_S):
+                sidecar.log.info("snapshot_found_on_topic", path=path, height=height)
+            else:
+                await sidecar.dataplane.send(sidecar.settings.topic_snapshots, str(height).encode(), orjson.dumps(event))
+                sidecar.metrics.snapshot_emitted()
+                sidecar.log.info(
+                    "snapshot", path=path, height=height, size=event["size"], sha256=event["sha256"],
+                    partial=event.get("partial", []),
+                )
+            break
+        except (KafkaException, KafkaError, OSError, asyncio.TimeoutError) as exc:
+            sidecar.metrics.producer_error("snapshot")
+            sidecar.log.limited(logging.WARNING, "snapshot_event_failed", path, 10.0, path=path, error=str(exc), retry_in_s=delay)
+            if not await sidecar.pause(delay):
+                return False
+            delay = min(delay * 2, MAX_BACKOFF_S)
+    published.add(height)
+    sidecar.snapshots[path] = {**event, "published_at": iso_utc(time.time())}
+    return True
+
+
+def install_snapshot_agent(sidecar: Sidecar, backups: BackupWorker) -> None:
+    published = PublishedSnapshots(sidecar)
+
+    @sidecar.app.agent(sidecar.snapshot_events_topic, name="hyperdata_sidecar.snapshot")
+    async def announce_snapshots(events: AsyncIterable[dict[str, Any]]) -> None:
+        async for event in events:
+            if await publish(sidecar, published, event):
+                await backups.attempt(SnapshotBackup.of_event(event))
