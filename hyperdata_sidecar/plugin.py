@@ -445,7 +445,7 @@ def _install_snapshot_loop(sidecar: Sidecar) -> None:
             if sidecar.synced:
                 try:
                     await sidecar.tick_snapshots()
-                except (OSError, KafkaError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, OSError, KafkaError) as exc:
                     # Unreadable snapshot dir, or the internal topic cannot take the event now: the next look tries again.
                     sidecar.log.limited(logging.ERROR, "snapshot_poll_failed", "snapshots", 60.0, error=f"{type(exc).__name__}: {exc}")
                 except Exception as exc:
