@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer
 
 from hyperdata_sidecar.config import DEFAULTS
 from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.metrics import EXPORTED
 from hyperdata_sidecar.tools.generate import CorpusSummary, generate_corpus
 from hyperdata_sidecar.web.charts import HEIGHT, PAD, WIDTH
 from hyperdata_sidecar.web.history import EVERY_S, SPAN_S, History
@@ -62,26 +63,6 @@ CONTRACT_METRICS = {
 }
 # What the dashboard's variables stand for when its queries are run here.
 DASHBOARD_VARIABLES = {"instance": ".*", "table": ".*", "__rate_interval": "1m"}
-
-METRIC_TYPES = {
-    "hyperdata_sidecar_lines_published_total": "counter",
-    "hyperdata_sidecar_bytes_read_total": "counter",
-    "hyperdata_sidecar_publish_lag_seconds": "gauge",
-    "hyperdata_sidecar_tail_offset_lag_bytes": "gauge",
-    "hyperdata_sidecar_seals_emitted_total": "counter",
-    "hyperdata_sidecar_partial_line_held_bytes": "gauge",
-    "hyperdata_sidecar_state_persist_failures_total": "counter",
-    "hyperdata_sidecar_dlq_lines_total": "counter",
-    "hyperdata_sidecar_backups_total": "counter",
-    "hyperdata_sidecar_producer_errors_total": "counter",
-    "hyperdata_sidecar_producer_retries_total": "counter",
-    "hyperdata_sidecar_poll_cycle_seconds": "histogram",
-    "hyperdata_sidecar_files_tailed": "gauge",
-    "hyperdata_sidecar_oldest_unsealed_finalized_age_seconds": "gauge",
-    "hyperdata_sidecar_broker_connected": "gauge",
-    "hyperdata_sidecar_ready": "gauge",
-    "hyperdata_sidecar_seal_latency_seconds": "histogram",
-}
 
 
 @dataclass
@@ -168,7 +149,7 @@ def test_metrics_declare_every_metric_of_the_contract(run: Run) -> None:
     declared = dict(re.findall(r"^# TYPE (\S+) (\S+)$", body.decode(), flags=re.MULTILINE))
 
     assert status == 200 and content_type.startswith("text/plain; version=")
-    assert {name: declared.get(name) for name in METRIC_TYPES} == METRIC_TYPES
+    assert {name: declared.get(name) for name in EXPORTED} == EXPORTED
 
 
 def test_metrics_count_exactly_what_the_corpus_holds(run: Run) -> None:
