@@ -177,7 +177,9 @@ async def broker_down(
             writing = tap(summary, sidecar.watch, outage_s + 30.0, seed)
             await asyncio.sleep(5.0)
         else:
-            published = lambda: sum(metric_value(worker, "hyperdata_sidecar_lines_published_total", table=t) for t in (BOOK, ORDERS))  # noqa: E731
+            def published() -> float:
+                return sum(metric_value(worker, "hyperdata_sidecar_lines_published_total", table=t) for t in (BOOK, ORDERS))
+
             await wait_for(worker, lambda: published() > summary.lines / 10, "a tenth of the backlog to be published")
         process = pid(worker)
         await asyncio.to_thread(ctx.broker.stop)
