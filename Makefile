@@ -7,7 +7,7 @@ VPY := $(VENV)/bin/python
 # Written after a successful install; older than pyproject.toml means "install again".
 STAMP := $(VENV)/.installed-from-pyproject
 
-.PHONY: venv test unit alerts-test kafka-up kafka-down demo bench drills image-test
+.PHONY: venv lint test unit alerts-test kafka-up kafka-down demo bench drills image-test
 
 venv: $(STAMP)
 
@@ -18,10 +18,21 @@ $(STAMP): pyproject.toml
 	$(VPY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-# Unit and integration tests; the integration tests start a local Kafka broker themselves
-# (or use HYPERDATA_TEST_BOOTSTRAP=HOST:PORT). pytest exits 5 when it collected no test:
-# that means nothing ran, and counts as a failure.
-test: venv
+# ruff (lint, then the format check) and mypy (strict on hyperdata_sidecar/core). mypy checks the
+# package as it is installed, agents/ as hyperdata_sidecar.agents: $(TYPECHECK_TREE) is that layout
+# made of symbolic links to the sources (its messages name the links; each resolves to its source).
+TYPECHECK_TREE := build/typecheck
+lint: venv
+	$(VENV)/bin/ruff check .
+	rm -rf $(TYPECHECK_TREE)/hyperdata_sidecar && mkdir -p $(TYPECHECK_TREE)/hyperdata_sidecar
+	ln -s $(CURDIR)/hyperdata_sidecar/* $(CURDIR)/agents $(TYPECHECK_TREE)/hyperdata_sidecar/
+	cd $(TYPECHECK_TREE) && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml -p hyperdata_sidecar
+	$(VENV)/bin/ruff format --check .
+
+# Lint, then the unit and integration tests; the integration tests start a local Kafka broker
+# themselves (or use HYPERDATA_TEST_BOOTSTRAP=HOST:PORT). pytest exits 5 when it collected no
+# test: that means nothing ran, and counts as a failure.
+test: venv lint
 	@status=0; $(VPY) -m pytest -q || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); nothing ran" >&2; fi; \
 	exit $$status

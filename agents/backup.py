@@ -27,11 +27,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterable
+from collections.abc import AsyncIterable
+from typing import TYPE_CHECKING, Any
 
 from aiokafka.errors import KafkaError
-
 from hyperdata_sidecar.agents.rotations import manifests
+
 from hyperdata_sidecar.backup import BackupError, NoBackupSink
 from hyperdata_sidecar.core.backup_plan import BackupSubject, Outcome, RetrySchedule, after_failure, superseded
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
@@ -104,7 +105,7 @@ class BackupWorker:
                 await sidecar.backup_attempts_topic.send(
                     key=manifest.path, value={"kind": "retry", "run": sidecar.run_id, field: manifest.to_json().decode()}
                 )
-            except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, KafkaError, OSError) as exc:
                 self.schedule.retry(manifest, time.monotonic() + RETRY_TICK_S)
                 sidecar.log.limited(logging.WARNING, "backup_retry_not_sent", manifest.path, 60.0, path=manifest.path, error=str(exc))
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, AsyncIterable
+from collections.abc import AsyncIterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar

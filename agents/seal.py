@@ -12,14 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, AsyncIterable
+from collections.abc import AsyncIterable
+from typing import TYPE_CHECKING
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
-
 from hyperdata_sidecar.agents.rotations import manifests
+
 from hyperdata_sidecar.core.seal import SealManifest, iso_to_epoch, iso_utc, revision_of
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
                     seal_lag_s=round(latency, 3),
                 )
             break
-        except (KafkaException, KafkaError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, KafkaException, KafkaError, OSError) as exc:
             # The data plane never gives a record up while the broker is away; what fails here is a
             # refusal (seal topic missing, not authorized) or the one read of the seal topic.
             sidecar.metrics.producer_error("seal")

@@ -13,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterable
+from collections.abc import AsyncIterable
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
-
 from hyperdata_sidecar.agents.backup import BackupWorker
+
 from hyperdata_sidecar.core.seal import iso_utc
 from hyperdata_sidecar.core.snapshots import SnapshotBackup
 
@@ -99,7 +100,7 @@ async def publish(sidecar: Sidecar, published: PublishedSnapshots, event: dict[s
                     partial=event.get("partial", []),
                 )
             break
-        except (KafkaException, KafkaError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, KafkaException, KafkaError, OSError) as exc:
             sidecar.metrics.producer_error("snapshot")
             sidecar.log.limited(logging.WARNING, "snapshot_event_failed", path, 10.0, path=path, error=str(exc), retry_in_s=delay)
             if not await sidecar.pause(delay):

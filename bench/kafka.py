@@ -101,7 +101,7 @@ class TopicWatcher:
                 with self._lock:
                     for records in batches.values():
                         self._arrivals.extend(Arrival(r.key, r.value, received) for r in records)
-        except BaseException as exc:  # reported by start() or seen as missing arrivals
+        except BaseException as exc:  # noqa: BLE001 - reported by start() or seen as missing arrivals
             self._error = exc
         finally:
             await consumer.stop()

@@ -29,12 +29,12 @@ from hyperdata_sidecar.core.snapshots import newest_at_or_below
 from hyperdata_sidecar.plugin import backup_attempts_topic_name
 from hyperdata_sidecar.snapshot_offsets import snapshot_events
 from hyperdata_sidecar.tools.backup_retry import request_backup_retry, watched_relpath
-from hyperdata_sidecar.topics import apply_contract, load_contract
 from hyperdata_sidecar.tools.generate import BAD_KINDS, generate_corpus, parse_start
 from hyperdata_sidecar.tools.replay import replay as run_replay
 from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
 from hyperdata_sidecar.tools.verify import DLQ, SEALS
 from hyperdata_sidecar.tools.verify import verify as run_verify
+from hyperdata_sidecar.topics import apply_contract, load_contract
 
 _TABLE_NAMES = {
     "book_diffs": BOOK_DIFFS,

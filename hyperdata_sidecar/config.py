@@ -10,10 +10,11 @@ from __future__ import annotations
 import configparser
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Mapping
+from typing import Any
 
 from hyperdata_sidecar.core.tables import TABLES, TableSpec
 
@@ -88,9 +89,9 @@ class KafkaSecurity:
     ssl_certfile: str = ""
     ssl_keyfile: str = ""
 
-    def client_kwargs(self) -> dict[str, object]:
+    def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for aiokafka clients (producer, consumer, admin)."""
-        kwargs: dict[str, object] = {"security_protocol": self.protocol}
+        kwargs: dict[str, Any] = {"security_protocol": self.protocol}
         if self.protocol in ("SSL", "SASL_SSL"):
             from aiokafka.helpers import create_ssl_context
 
@@ -193,6 +194,11 @@ class Settings:
         }
 
 
+class _CaseKeepingParser(configparser.ConfigParser):
+    def optionxform(self, optionstr: str) -> str:
+        return optionstr  # keep keys upper-case, as the env vars are
+
+
 def read_config_file(env: Mapping[str, str]) -> dict[str, str]:
     """Values from the ``faust.ini`` in effect: ``$SIDECAR_CONFIG``, else ``./faust.ini`` if present."""
     explicit = env.get(CONFIG_FILE_ENV)
@@ -201,8 +207,7 @@ def read_config_file(env: Mapping[str, str]) -> dict[str, str]:
         if explicit:
             raise ConfigError(CONFIG_FILE_ENV, f"config file {path} does not exist")
         return {}
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.optionxform = str  # keep keys upper-case, as the env vars are
+    parser = _CaseKeepingParser(interpolation=None)
     parser.read(path)
     if not parser.has_section(SECTION):
         return {}

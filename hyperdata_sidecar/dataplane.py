@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -68,7 +68,7 @@ class DataPlane:
         self._on_broker = on_broker
         self._on_fatal = on_fatal
         self._producer: Producer | None = None
-        self.partitions: dict[str, int] = {}
+        self.partitions: Mapping[str, int] = {}
         self.max_message_bytes: dict[str, int] = {}
         self.batch_bytes = settings.producer_batch_bytes
         self.connected = False
@@ -192,7 +192,7 @@ class DataPlane:
         self._waiters.append(waiter)
         try:
             await asyncio.wait_for(asyncio.shield(future), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return predicate()
         finally:
             if waiter in self._waiters:

@@ -443,7 +443,7 @@ def _serves_metadata(bootstrap: str) -> bool:
             await admin.start()
             cluster = await admin.describe_cluster()
             return bool(cluster["brokers"])
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever fails, the broker is not up (yet)
             return False
         finally:
             await admin.close()

@@ -36,4 +36,4 @@ def install() -> None:
         return updated
 
     setattr(_metadata_update, _INSTALLED, True)
-    AIOKafkaClient._metadata_update = _metadata_update  # type: ignore[method-assign]
+    AIOKafkaClient._metadata_update = _metadata_update

@@ -12,7 +12,8 @@ import logging
 import time
 import uuid
 from collections import deque
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import confluent_kafka
 import faust
@@ -20,6 +21,7 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 from mode import Service
 
+from hyperdata_sidecar import metadata_backoff
 from hyperdata_sidecar.backup import make_sink
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
@@ -27,7 +29,6 @@ from hyperdata_sidecar.core.records import Regression
 from hyperdata_sidecar.core.seal import SealManifest, iso_utc, revision_of
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
-from hyperdata_sidecar import metadata_backoff
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.snapshot_offsets import OffsetsUnavailable, resume_offsets
@@ -37,7 +38,7 @@ from hyperdata_sidecar.topics import apply_contract, load_contract
 
 INSTALLED_ATTR = "_hyperdata_sidecar"
 # No value_type: Faust would call dict.from_data() on every changelog record during recovery.
-JSON_SCHEMA = dict(key_type=str, key_serializer="json", value_serializer="json")
+JSON_SCHEMA: dict[str, Any] = dict(key_type=str, key_serializer="json", value_serializer="json")
 CONNECT_MAX_BACKOFF_S = 30.0
 STOP_CHECK_S = 0.5  # how soon a back-off notices that the worker is stopping
 CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
@@ -68,7 +69,7 @@ class Sidecar:
         self.snapshot_events_topic = app.topic(
             f"{prefix}-sidecar-snapshot-events", partitions=1, internal=True, key_serializer="json", value_serializer="json"
         )
-        schema = faust.Schema(**JSON_SCHEMA)
+        schema: faust.Schema[str, Any] = faust.Schema(**JSON_SCHEMA)
         self.offsets = app.Table("sidecar-offsets", partitions=1, store="rocksdb://", schema=schema, help="per-file tail state")
         self.seals = app.Table("sidecar-seals", partitions=1, store="rocksdb://", schema=schema, help="sealed hour files")
         self.backups = app.Table("sidecar-backups", partitions=1, store="rocksdb://", schema=schema, help="backup results")
@@ -103,7 +104,7 @@ class Sidecar:
         next checkpoint of the file carries everything this one did (at worst a restart re-publishes)."""
         try:
             await self.progress_topic.send(key=cursor.path, value={"kind": "checkpoint", "cursor": cursor.to_record()})
-        except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, KafkaError, OSError) as exc:
             self.metrics.state_persist_failed()
             self.log.limited(logging.ERROR, "checkpoint_failed", cursor.path, 10.0, path=cursor.path, error=str(exc))
 
@@ -185,14 +186,15 @@ class Sidecar:
 
     def _fatal(self, error: confluent_kafka.KafkaError) -> None:
         """librdkafka's producer cannot go on: stop the worker (a restart resumes from the checkpoints)."""
-        asyncio.ensure_future(self.app.crash(confluent_kafka.KafkaException(error)))
+        # Kept, since the event loop holds only a weak reference to a task (it could vanish unrun).
+        self._crash_task = asyncio.ensure_future(self.app.crash(confluent_kafka.KafkaException(error)))
 
     # ------------------------------------------------------------------ lifecycle
 
     async def pause(self, seconds: float) -> bool:
         """Sleep up to ``seconds``, waking early when the worker stops; False if it is stopping."""
         deadline = time.monotonic() + seconds
-        while not self.stopping and (left := deadline - time.monotonic()) > 0:
+        while not self.stopping and (left := deadline - time.monotonic()) > 0:  # noqa: ASYNC110 - `stopping` is a flag, not an Event
             await asyncio.sleep(min(left, STOP_CHECK_S))
         return not self.stopping
 
@@ -216,7 +218,7 @@ class Sidecar:
                 await client.bootstrap()
                 self.broker_wait = None
                 return
-            except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, KafkaError, OSError) as exc:
                 self.broker_state(False)
                 error = self.connect_error(exc)
                 self.broker_wait = (
@@ -245,7 +247,7 @@ class Sidecar:
                         admin_kwargs=self.settings.security.client_kwargs(),
                     )
                 await self.dataplane.connect(self.settings.contract_topics())
-            except (KafkaError, OSError, asyncio.TimeoutError, DataPlaneError) as exc:
+            except (TimeoutError, KafkaError, OSError, DataPlaneError) as exc:
                 self.broker_state(False)
                 self.log.warning(
                     "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, error=self.connect_error(exc), retry_in_s=delay
@@ -443,7 +445,7 @@ def _install_snapshot_loop(sidecar: Sidecar) -> None:
             if sidecar.synced:
                 try:
                     await sidecar.tick_snapshots()
-                except (OSError, KafkaError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, OSError, KafkaError) as exc:
                     # Unreadable snapshot dir, or the internal topic cannot take the event now: the next look tries again.
                     sidecar.log.limited(logging.ERROR, "snapshot_poll_failed", "snapshots", 60.0, error=f"{type(exc).__name__}: {exc}")
                 except Exception as exc:

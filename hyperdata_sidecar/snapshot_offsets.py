@@ -11,7 +11,7 @@ before the crash is resolved the same way), at a few snapshots an hour.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -102,17 +102,18 @@ def _resume_offset(consumer: Consumer, partition: TopicPartition, height: int) -
         message = consumer.poll(READ_TIMEOUT_S)
         if message is None or message.error() is not None:
             raise OffsetsUnavailable(f"{partition.topic}[{partition.partition}] @{offset}: {message.error() if message else 'no record'}")
-        return block_of(message.headers() or [], partition, offset)
+        # A consumed record's headers are a list of (name, value); a null header's value is None.
+        return block_of(cast("list[tuple[str, bytes | None]]", message.headers() or []), partition, offset)
 
     return resume_offset(height, begin, end, block_at)
 
 
-def block_of(headers: list[tuple[str, bytes]], partition: TopicPartition, offset: int) -> int:
+def block_of(headers: list[tuple[str, bytes | None]], partition: TopicPartition, offset: int) -> int:
     """The block number in a record's ``line_id`` header."""
     for name, value in headers:
         if name == "line_id":
             try:
-                return int(value.split(b"|")[1])
+                return int((value or b"").split(b"|")[1])
             except (IndexError, ValueError):
                 break
     raise OffsetsUnavailable(f"{partition.topic}[{partition.partition}] @{offset}: no line_id header with a block")

@@ -527,7 +527,7 @@ class TableTailer:
             if cycle.failed():
                 failures = cycle.deliveries.failures()
                 records = await self._rebuild(cycle)
-                pending += [Pending(cycle, records[(f.topic, f.partition)][f.index], f.error, False) for f in failures]
+                pending += [Pending(cycle, records[(f.topic, f.partition)][f.position], f.error, False) for f in failures]
             cycle.resolved = True
         delay, held = HOLD_BACKOFF_S[0], False
         while pending:
@@ -551,8 +551,8 @@ class TableTailer:
                 )
                 produced += 1
             self.host.metrics.producer_retry(sum(1 for item in pending if item.resent_as_is()))
-            await self._until(lambda: repairs.reported() == produced)
-            pending = [sent[(f.topic, f.partition)][f.index]._replace(error=f.error) for f in repairs.failures()]
+            await self._until(lambda: repairs.reported() == produced)  # noqa: B023 - awaited in this iteration
+            pending = [sent[(f.topic, f.partition)][f.position]._replace(error=f.error) for f in repairs.failures()]
         if held:
             self.host.hold(self.table, None)
             self.host.log.info("topic_writable_again", table=self.table)
@@ -670,7 +670,7 @@ class TableTailer:
                 except BufferError:
                     writer.refusal = None
                     return 0
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - produce's refusal, kept as the writer's like in write()
                     writer.refusal = exc
                     return 0
                 return 1

@@ -25,10 +25,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
+from hyperdata_sidecar.devkafka import LocalKafka, free_low_port  # noqa: E402
+
 from drill_kit import DrillContext, DrillResult  # noqa: E402
 from drills import DRILLS, Drill  # noqa: E402
-
-from hyperdata_sidecar.devkafka import LocalKafka, free_low_port  # noqa: E402
 
 HEADER = ("drill", "outcome", "lost", "duplicates", "recovery", "took")
 
@@ -104,7 +104,7 @@ def rows(results: list[tuple[DrillResult, float]]) -> list[tuple[str, ...]]:
 def table(results: list[tuple[DrillResult, float]]) -> str:
     body = [HEADER, *rows(results)]
     widths = [max(len(row[i]) for row in body) for i in range(len(HEADER))]
-    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))) for row in body)
+    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))) for row in body)
 
 
 def markdown(results: list[tuple[DrillResult, float]]) -> str:

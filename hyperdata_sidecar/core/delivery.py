@@ -52,11 +52,11 @@ def verdict(error: Any) -> Verdict:
 
 
 class Failure(NamedTuple):
-    """One failed record: the ``index``-th record of its group (topic, partition), and the error."""
+    """One failed record: the ``position``-th record of its group (topic, partition), and the error."""
 
     topic: str
     partition: int
-    index: int
+    position: int
     error: Any
 
 

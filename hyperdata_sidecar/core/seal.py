@@ -13,7 +13,7 @@ import orjson
 def iso_utc(ts: float) -> str:
     """``ts`` (seconds since the epoch) as UTC ISO 8601 with milliseconds (truncated) and a Z suffix,
     e.g. ``"2026-06-10T14:00:00.123Z"``."""
-    moment = datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).replace(tzinfo=None)
+    moment = datetime.datetime.fromtimestamp(ts, datetime.UTC).replace(tzinfo=None)
     return moment.isoformat(timespec="milliseconds") + "Z"
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from typing import NamedTuple
+from typing import NamedTuple, cast, final
 
 
 class Line(NamedTuple):
@@ -24,6 +24,7 @@ class Line(NamedTuple):
     data: bytes
 
 
+@final  # never subclassed: the hot path tells items apart with `type(item) is OversizeLine`
 class OversizeLine(NamedTuple):
     """A line longer than the limit, reported by size and digest instead of its bytes.
 
@@ -128,7 +129,7 @@ class LineSplitter:
         """Replace the lines of ``out[first:]`` longer than the limit by :class:`OversizeLine`."""
         offset = self._offset - sum(map(len, out[first:]))
         for index in range(first, len(out)):
-            data = out[index]
+            data = cast(bytes, out[index])  # out[first:] are the lines just split, all bytes
             if len(data) > self._max + 1:
                 out[index] = OversizeLine(offset, len(data) - 1, hashlib.sha256(memoryview(data)[:-1]).hexdigest())
             offset += len(data)

@@ -165,7 +165,7 @@ def generate_corpus(
     per_hour = _per_table(lines_per_hour, split_lines_per_hour, "lines_per_hour")
     per_block = _per_table(
         DEFAULT_LINES_PER_BLOCK if lines_per_block is None else lines_per_block,
-        lambda n: {t: n for t in PRODUCTION_LINES_PER_S},
+        lambda n: dict.fromkeys(PRODUCTION_LINES_PER_S, n),
         "lines_per_block",
     )
     unknown = set(bad_kinds) - {"blank", "malformed", "no_block", "no_coin", "oversize"}

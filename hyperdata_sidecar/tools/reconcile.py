@@ -107,8 +107,8 @@ def reconcile(
     seals = _index_seals(report, observed.seals, node)
     for record in observed.data:
         report.table(observed.topic_tables.get(record.topic, _UNKNOWN_TABLE)).records += 1
-    for record in observed.dlq:
-        report.table(_dlq_table(record)).dlq_records += 1
+    for dead in observed.dlq:
+        report.table(_dlq_table(dead)).dlq_records += 1
     known: set[str] = set()
     for expected in files:
         known.add(expected.relpath)

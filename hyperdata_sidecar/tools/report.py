@@ -186,7 +186,7 @@ class VerifyReport:
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         out = [
             "  ".join(
-                cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
+                cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
             )
             for row in rows
         ]

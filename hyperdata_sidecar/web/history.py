@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Mapping
 
@@ -39,7 +40,7 @@ class History:
         samples = list(self._samples)
         return [
             (at, (totals.get(table, 0) - before.get(table, 0)) / (at - before_at))
-            for (before_at, before, _), (at, totals, _) in zip(samples, samples[1:])
+            for (before_at, before, _), (at, totals, _) in itertools.pairwise(samples)
             if at > before_at
         ]
 

@@ -20,8 +20,6 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
-from sidecar_run import Sidecar
-from worker_process import WorkerProcess
 
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.devkafka import LocalKafka
@@ -29,6 +27,9 @@ from hyperdata_sidecar.tools.expected import hour_files, value_digest
 from hyperdata_sidecar.tools.reconcile import DataRecord, DlqRecord, Observed, SealRecord, parse_reference
 from hyperdata_sidecar.tools.report import VerifyReport
 from hyperdata_sidecar.tools.verify import DLQ, SEALS
+
+from sidecar_run import Sidecar
+from worker_process import WorkerProcess
 
 WAIT_S = 120.0
 POLL_S = 0.25

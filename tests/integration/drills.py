@@ -29,6 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
+
+from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.tailer import MAX_IN_FLIGHT
+from hyperdata_sidecar.tools.expected import hour_files, read_tree
+from hyperdata_sidecar.tools.generate import FIRST_BLOCK, CorpusSummary, generate_corpus
+from hyperdata_sidecar.tools.reconcile import reconcile
+from hyperdata_sidecar.tools.replay import replay
+from hyperdata_sidecar.tools.verify import default_topics
+
 from drill_kit import (
     DrillContext,
     DrillError,
@@ -53,14 +62,6 @@ from drill_kit import (
 from hostile import collect_hostile_lines
 from hostile_tree import HostileTree, collect_programs
 from sidecar_run import DAY_BOUNDARY, Sidecar
-
-from hyperdata_sidecar.core.tables import TABLES
-from hyperdata_sidecar.tailer import MAX_IN_FLIGHT
-from hyperdata_sidecar.tools.expected import hour_files, read_tree
-from hyperdata_sidecar.tools.generate import FIRST_BLOCK, CorpusSummary, generate_corpus
-from hyperdata_sidecar.tools.reconcile import reconcile
-from hyperdata_sidecar.tools.replay import replay
-from hyperdata_sidecar.tools.verify import default_topics
 
 BOOK, ORDERS, FILLS = (spec.dir_name for spec in TABLES)
 SHORTEST_LINE_BYTES = 250
@@ -176,7 +177,9 @@ async def broker_down(
             writing = tap(summary, sidecar.watch, outage_s + 30.0, seed)
             await asyncio.sleep(5.0)
         else:
-            published = lambda: sum(metric_value(worker, "hyperdata_sidecar_lines_published_total", table=t) for t in (BOOK, ORDERS))  # noqa: E731
+            def published() -> float:
+                return sum(metric_value(worker, "hyperdata_sidecar_lines_published_total", table=t) for t in (BOOK, ORDERS))
+
             await wait_for(worker, lambda: published() > summary.lines / 10, "a tenth of the backlog to be published")
         process = pid(worker)
         await asyncio.to_thread(ctx.broker.stop)
@@ -721,7 +724,7 @@ async def two_nodes(ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 
         result.verified(await b.verify(backup_dir=b.backups), label="node b")
         apps = {p.name for s in (a, b) for p in s.state.iterdir()}
         result.check("each node keeps its own state (app dirs)", len(apps) == 2, str(apps))
-        for name, sidecar in (("a", a), ("b", b)):
+        for name in ("a", "b"):
             await stop(workers[name], result, f"node {name}")
     finally:
         for future in writing:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from worker_process import REPO, STOP_S, free_port
 
 ALERTS = REPO / "deploy" / "prometheus" / "alerts.yml"

@@ -12,6 +12,7 @@ from hyperdata_sidecar.tools.generate import generate_corpus
 from hyperdata_sidecar.tools.replay import ReplaySummary, replay
 from hyperdata_sidecar.tools.report import VerifyReport
 from hyperdata_sidecar.tools.verify import default_topics, verify
+
 from worker_process import SIDECAR_APP, WorkerProcess, sidecar_env
 
 DAY_BOUNDARY = datetime.datetime(2026, 6, 10, 22)

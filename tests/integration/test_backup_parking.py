@@ -8,10 +8,10 @@ import json
 import subprocess
 
 from aiokafka import AIOKafkaProducer
-from drill_kit import metric_value
-from worker_process import FAUST, SIDECAR_APP
 
+from drill_kit import metric_value
 from sidecar_run import Sidecar, assert_clean, write_corpus
+from worker_process import FAUST, SIDECAR_APP
 
 FILLS = "node_fills_streaming"
 POISONED = [f"{FILLS}/hourly/20260610/22", f"{FILLS}/hourly/20260610/23"]

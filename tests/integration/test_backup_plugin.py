@@ -19,10 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sidecar_run import write_corpus
-from worker_process import FAUST, SIDECAR_APP, WorkerProcess, sidecar_env
 
 from hyperdata_sidecar.core.tables import TABLES
+
+from sidecar_run import write_corpus
+from worker_process import FAUST, SIDECAR_APP, WorkerProcess, sidecar_env
 
 PLUGIN_SOURCE = Path(__file__).parent / "sink_plugin"
 HOURS = 2

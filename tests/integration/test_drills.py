@@ -7,6 +7,7 @@ each test runs one and asserts every check it made.
 from __future__ import annotations
 
 import pytest
+
 from drill_kit import DrillContext
 from drills import (
     broker_absent_at_start,
@@ -20,6 +21,7 @@ from drills import (
     sigterm_while_backup_fails,
     truncated_or_replaced,
 )
+
 
 @pytest.fixture
 def ctx(tmp_path, kafka_bootstrap, kafka_broker, unique_topic_prefix) -> DrillContext:

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-from worker_process import REPO, WorkerProcess, current_hour_minus, sidecar_env
 
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.tools.generate import CorpusSummary, generate_corpus
 from hyperdata_sidecar.topics import apply_contract, load_contract
+
+from worker_process import REPO, WorkerProcess, current_hour_minus, sidecar_env
 
 HOURS = 2
 LINES_PER_HOUR = {"node_raw_book_diffs_streaming": 50, "node_order_statuses_streaming": 50, "node_fills_streaming": 80}

@@ -5,10 +5,11 @@ that shrink, block regressions (ids with an epoch suffix)."""
 from __future__ import annotations
 
 import orjson
-from drill_kit import caught_up, end_offsets, metric_value, records_since
 
 from hyperdata_sidecar.tools.generate import FIRST_BLOCK, generate_corpus
 from hyperdata_sidecar.tools.verify import default_topics
+
+from drill_kit import caught_up, end_offsets, metric_value, records_since
 from sidecar_run import DAY_BOUNDARY, Sidecar, assert_clean, write_corpus
 from test_seals import read_seals
 

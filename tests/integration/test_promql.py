@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from promql import exported_names, metric_names
 
 

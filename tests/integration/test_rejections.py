@@ -11,10 +11,10 @@ import orjson
 from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sidecar_run import Sidecar, assert_clean, write_corpus
-
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR
 from hyperdata_sidecar.tools.expected import hour_files
+
+from sidecar_run import Sidecar, assert_clean, write_corpus
 
 BOOK = TABLE_BY_DIR["node_raw_book_diffs_streaming"]
 SMALL_LIMIT = 65536

@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.seal import SealManifest
+
 from sidecar_run import Sidecar, assert_clean, write_corpus
 
 

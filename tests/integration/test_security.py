@@ -15,11 +15,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from hyperdata_sidecar.tools.expected import hour_files
+
 from drill_kit import DrillContext, caught_up, exit_code, kill, wait_for
 from drills import corpus
 from sidecar_run import Sidecar
-
-from hyperdata_sidecar.tools.expected import hour_files
 
 SECRET = f"pw-{uuid.uuid4().hex}"
 SASL = {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_USERNAME": "sidecar", "KAFKA_SASL_PASSWORD": SECRET}
@@ -89,7 +90,7 @@ async def test_the_sasl_password_and_file_contents_are_on_no_page_and_in_no_log_
     finally:
         worker.stop()
     assert addresses
-    for path, (status, _type, body) in pages.items():
+    for path, (_status, _type, body) in pages.items():
         assert SECRET.encode() not in body, path
         assert not addresses & set(ADDRESS.findall(body)), f"{path} shows line contents"
     assert pages["/sidecar/status/"][0] == 200

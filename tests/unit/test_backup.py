@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-
 import errno
 import hashlib
 import os
@@ -399,7 +398,7 @@ def test_make_sink_builds_the_disabled_sink() -> None:
 
 
 def test_make_sink_names_the_valid_choices_for_an_unknown_sink() -> None:
-    with pytest.raises(ConfigError, match="'s3'.*local, none") as err:
+    with pytest.raises(ConfigError, match=r"'s3'.*local, none") as err:
         make_sink("s3", Path("/backups"))
 
     assert err.value.setting == "BACKUP_SINK"

@@ -43,7 +43,7 @@ def test_callbacks_for_the_same_group_share_one_count():
     first, again = deliveries.callback("data", 0), deliveries.callback("data", 0)
     first(None, None)
     again(error(KafkaError.INVALID_RECORD), None)
-    assert [f.index for f in deliveries.failures()] == [1]
+    assert [f.position for f in deliveries.failures()] == [1]
 
 
 @pytest.mark.parametrize("code", [KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG])

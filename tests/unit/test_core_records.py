@@ -4,6 +4,7 @@ otherwise, in file order, whatever the chunking, the producer's back-pressure or
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 import orjson
 import pytest
@@ -31,7 +32,7 @@ def write_all(w: RecordWriter, data: bytes, cuts=()) -> Tally:
     splitter = LineSplitter(w.offset, 1 << 20)
     tally = Tally()
     bounds = [0, *sorted(cuts), len(data)]
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         items = splitter.feed(data[a:b])
         assert w.write(items, Collector().acks(TOPICS.data_partitions), tally) == len(items)
     return tally
@@ -188,7 +189,7 @@ def test_ids_never_repeat_whatever_the_blocks_do_and_wherever_a_restart_falls(bl
     write_all(second, b"".join(lines[cut:]))
     ids = ids_of(first.produce) + ids_of(second.produce)
     assert len(ids) == len(set(ids)) == len(lines)
-    assert second.epoch == sum(1 for (a, _), (b, _) in zip(blocks, blocks[1:]) if b < a)
+    assert second.epoch == sum(1 for (a, _), (b, _) in itertools.pairwise(blocks) if b < a)
 
 
 def test_dead_letters_do_not_take_a_seq():

@@ -54,7 +54,7 @@ def test_iso_utc_truncates_to_the_millisecond():
 def test_iso_utc_reads_back_as_the_same_instant_to_the_millisecond(ts):
     text = iso_utc(ts)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", text)
-    parsed = datetime.datetime.fromisoformat(text[:-1]).replace(tzinfo=datetime.timezone.utc).timestamp()
+    parsed = datetime.datetime.fromisoformat(text[:-1]).replace(tzinfo=datetime.UTC).timestamp()
     assert ts - 0.001 < parsed <= ts + 1e-6
 
 

@@ -1,4 +1,5 @@
 import hashlib
+import itertools
 import tracemalloc
 
 import pytest
@@ -36,7 +37,7 @@ def model(data: bytes, start: int, limit: int):
 
 def chunked(data: bytes, cuts) -> list[bytes]:
     bounds = [0, *sorted(cuts), len(data)]
-    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 # --- complete lines and offsets -----------------------------------------------------------------

@@ -4,50 +4,23 @@ from __future__ import annotations
 
 import calendar
 import re
+from pathlib import Path
 
 import prometheus_client
 import pytest
 
 from hyperdata_sidecar.core.lineinfo import REASONS
-from hyperdata_sidecar.metrics import SidecarMetrics, block_time_to_epoch, hour_start_epoch
+from hyperdata_sidecar.metrics import EXPORTED, SidecarMetrics, block_time_to_epoch, hour_start_epoch
 
 BLOCK_TIME = "2026-06-10T12:56:15.035481067"
 BLOCK_EPOCH = calendar.timegm((2026, 6, 10, 12, 56, 15)) + 0.035481
 BOOK = "node_raw_book_diffs_streaming"
 FILLS = "node_fills_streaming"
-
-EXPECTED_TYPES = {
-    "hyperdata_sidecar_lines_published_total": "counter",
-    "hyperdata_sidecar_bytes_read_total": "counter",
-    "hyperdata_sidecar_publish_lag_seconds": "gauge",
-    "hyperdata_sidecar_tail_offset_lag_bytes": "gauge",
-    "hyperdata_sidecar_seals_emitted_total": "counter",
-    "hyperdata_sidecar_partial_line_held_bytes": "gauge",
-    "hyperdata_sidecar_state_persist_failures_total": "counter",
-    "hyperdata_sidecar_dlq_lines_total": "counter",
-    "hyperdata_sidecar_backups_total": "counter",
-    "hyperdata_sidecar_producer_errors_total": "counter",
-    "hyperdata_sidecar_producer_retries_total": "counter",
-    "hyperdata_sidecar_poll_cycle_seconds": "histogram",
-    "hyperdata_sidecar_files_tailed": "gauge",
-    "hyperdata_sidecar_oldest_unsealed_finalized_age_seconds": "gauge",
-    "hyperdata_sidecar_broker_connected": "gauge",
-    "hyperdata_sidecar_deleted_files_total": "counter",
-    "hyperdata_sidecar_truncated_files_total": "counter",
-    "hyperdata_sidecar_ready": "gauge",
-    "hyperdata_sidecar_seal_latency_seconds": "histogram",
-    "hyperdata_sidecar_files_lost_total": "counter",
-    "hyperdata_sidecar_newest_hour_file_start_seconds": "gauge",
-    "hyperdata_sidecar_oldest_unsealed_hour_age_seconds": "gauge",
-    "hyperdata_sidecar_lag_warn_bytes": "gauge",
-    "hyperdata_sidecar_read_failures_total": "counter",
-    "hyperdata_sidecar_late_appends_total": "counter",
-    "hyperdata_sidecar_sealed_files_rewritten_total": "counter",
-    "hyperdata_sidecar_block_regressions_total": "counter",
-    "hyperdata_sidecar_backups_parked": "gauge",
-    "hyperdata_sidecar_snapshots_emitted_total": "counter",
-    "hyperdata_sidecar_snapshot_age_seconds": "gauge",
-}
+REPO = Path(__file__).resolve().parents[2]
+# Where metric names are written outside the code: alerts, dashboard, docs, tests, benchmarks.
+NAMED_IN = ("docs", "deploy", "tests", "scripts", "bench", "examples")
+TEXT_SUFFIXES = {".py", ".md", ".yml", ".yaml", ".json", ".sh", ".txt", ".toml"}
+METRIC_NAME = re.compile(r"\bhyperdata_sidecar_[a-z][a-z0-9_]*")
 
 
 class Clock:
@@ -77,10 +50,39 @@ def declared_types(text: str) -> dict[str, str]:
 # -- exposition --------------------------------------------------------------------------------
 
 
+def exported_families(metrics: SidecarMetrics) -> dict[str, str]:
+    """The registry's metric families by their exposition name (``_total`` on counters) and type."""
+    return {f.name + ("_total" if f.type == "counter" else ""): f.type for f in metrics.registry.collect()}
+
+
+def sample_names(families: dict[str, str]) -> set[str]:
+    """The names a query can select: each family's, and a histogram's bucket, sum and count."""
+    names = set(families)
+    for name, kind in families.items():
+        if kind == "histogram":
+            names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+    return names
+
+
+def test_the_registry_exports_exactly_the_listed_metrics() -> None:
+    assert exported_families(SidecarMetrics()) == EXPORTED
+
+
 def test_every_metric_is_declared_with_its_prometheus_type() -> None:
     types = declared_types(scrape(SidecarMetrics()))
 
-    assert {name: types.get(name) for name in EXPECTED_TYPES} == EXPECTED_TYPES
+    assert {name: types.get(name) for name in EXPORTED} == EXPORTED
+
+
+def test_every_metric_name_written_in_the_repository_is_exported() -> None:
+    files = [REPO / "README.md"] + [
+        path for top in NAMED_IN for path in sorted((REPO / top).rglob("*")) if path.suffix in TEXT_SUFFIXES
+    ]
+    named = {(path.relative_to(REPO).as_posix(), name) for path in files for name in METRIC_NAME.findall(path.read_text())}
+    exported = sample_names(EXPORTED)
+
+    assert len({name for _path, name in named}) >= len(EXPORTED) // 2  # the scan found the alerts, tests and docs
+    assert sorted((path, name) for path, name in named if name not in exported) == []
 
 
 def test_every_metric_name_has_the_sidecar_prefix() -> None:

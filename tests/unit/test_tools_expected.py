@@ -63,12 +63,12 @@ def offsets(lines: list[bytes]) -> list[int]:
 def test_good_lines_get_their_coin_as_key_and_a_line_id_counting_events_across_files(tree):
     first, second = list(read_tree(tree))
 
-    assert [(l.key, l.line_id) for l in first.lines] == [
+    assert [(line.key, line.line_id) for line in first.lines] == [
         (b"BTC", f"{BOOK_DIFFS}|100|0".encode()),
         (b"ETH", f"{BOOK_DIFFS}|100|1".encode()),
         (b"xyz:TSLA", f"{BOOK_DIFFS}|101|0".encode()),
     ]
-    assert [(l.key, l.line_id) for l in second.lines] == [
+    assert [(line.key, line.line_id) for line in second.lines] == [
         (b"BTC", f"{BOOK_DIFFS}|101|1".encode()),
         (b"BTC", f"{BOOK_DIFFS}|102|0".encode()),
     ]
@@ -80,8 +80,8 @@ def test_offsets_are_those_of_each_lines_first_byte_and_values_are_the_line_byte
     lines = data.split(b"\n")[:-1]
     starts = offsets(lines)
 
-    assert [l.offset for l in first.lines] == [starts[0], starts[1], starts[3]]
-    assert [l.digest for l in first.lines] == [
+    assert [line.offset for line in first.lines] == [starts[0], starts[1], starts[3]]
+    assert [line.digest for line in first.lines] == [
         value_digest(lines[0]),
         value_digest(lines[1]),
         value_digest(lines[3]),

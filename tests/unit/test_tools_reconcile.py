@@ -88,7 +88,7 @@ def published(files: list[ExpectedFile]) -> Observed:
     """What a correct sidecar puts on the topics for ``files``."""
     observed = Observed(
         topic_tables={t: table for table, t in TOPICS.items()},
-        partitions={t: PARTITIONS for t in TOPICS.values()},
+        partitions=dict.fromkeys(TOPICS.values(), PARTITIONS),
     )
     next_offset: Counter = Counter()
     for f in files:

@@ -114,7 +114,7 @@ async def test_rewriting_local_time_changes_that_value_only(corpus, tmp_path):
     rewritten = 0
     for name, data in original.items():
         assert len(replayed[name]) == len(data)
-        for old, new in zip(data.split(b"\n"), replayed[name].split(b"\n")):
+        for old, new in zip(data.split(b"\n"), replayed[name].split(b"\n"), strict=True):
             if old.startswith(b'{"local_time":"'):
                 assert old[:15] + old[44:] == new[:15] + new[44:]
                 assert before <= new[15:44].decode() <= after

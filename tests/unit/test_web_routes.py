@@ -52,7 +52,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Sidecar, TestClient]]:
 
 def run_as_started(sidecar: Sidecar, stored: dict[str, dict[str, FileCursor]]) -> None:
     """Put the sidecar in the state its runtime reaches after recovery: tailers built, producer connected."""
-    sidecar.dataplane.partitions = {topic: 3 for topic in sidecar.settings.contract_topics()}
+    sidecar.dataplane.partitions = dict.fromkeys(sidecar.settings.contract_topics(), 3)
     for spec in TABLES:
         sidecar.tailers[spec.dir_name] = TableTailer(spec, sidecar.settings, sidecar, sidecar.dataplane, stored.get(spec.dir_name, {}))
     sidecar.synced = True
