@@ -74,19 +74,20 @@ def snapshot_events(client_config: Mapping[str, Any], topic: str) -> list[dict[s
             message = consumer.poll(READ_TIMEOUT_S)
             if message is None:
                 raise OffsetsUnavailable(f"topic {topic}: no record within {READ_TIMEOUT_S:g}s")
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    left.pop(message.partition(), None)
+            error, partition, offset = message.error(), message.partition() or 0, message.offset() or 0
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    left.pop(partition, None)
                     continue
-                raise OffsetsUnavailable(f"topic {topic}: {message.error()}")
+                raise OffsetsUnavailable(f"topic {topic}: {error}")
             try:
-                value = orjson.loads(message.value())
+                value = orjson.loads(message.value() or b"")
             except orjson.JSONDecodeError:
                 value = None
             if isinstance(value, dict):
                 events.append(value)
-            if message.offset() + 1 >= left.get(message.partition(), 0):
-                left.pop(message.partition(), None)
+            if offset + 1 >= left.get(partition, 0):
+                left.pop(partition, None)
         return events
     except KafkaException as exc:
         raise OffsetsUnavailable(str(exc)) from exc
