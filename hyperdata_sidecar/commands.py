@@ -187,11 +187,11 @@ def install_commands(app: faust.App) -> None:
     async def backup_retry(self: ToolCommand, path: str) -> int:
         """Ask the worker for a new series of BACKUP_MAX_TRIES backup tries of PATH (a parked backup).
 
-        PATH is an hour file relative to WATCH_DIR, as /sidecar/files/ lists it, or its absolute
-        path. The request goes to the worker's internal backup-attempts topic in Kafka, so it is
-        served as soon as the worker (of this NODE_ID) runs; its log then says backup_retry_requested
-        and backup, backup_failed or backup_parked. Exit 2 when PATH names no hour file or no worker
-        of this NODE_ID ever ran.
+        PATH is an hour file or a node snapshot relative to WATCH_DIR, as /sidecar/files/ and
+        /sidecar/snapshots/ list them, or its absolute path. The request goes to the worker's
+        internal backup-attempts topic in Kafka, so it is served as soon as the worker (of this
+        NODE_ID) runs; its log then says backup_retry_requested and backup, backup_failed or
+        backup_parked. Exit 2 when PATH names neither or no worker of this NODE_ID ever ran.
         """
         settings = load_settings()
         relpath = watched_relpath(path, settings.watch_dir)

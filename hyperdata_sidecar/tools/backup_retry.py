@@ -18,19 +18,23 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from hyperdata_sidecar.core.hourfile import HourFile
+from hyperdata_sidecar.core.snapshots import SnapshotFile
 
 
 def watched_relpath(path: str, watch_dir: Path) -> str:
     """``path`` as the sidecar names it: relative to ``watch_dir`` (an absolute path must lie below
-    it). Raises ValueError when it names no hour file."""
+    it). Raises ValueError when it names no hour file and no node snapshot."""
     relpath = path
     if os.path.isabs(path):
         try:
             relpath = Path(os.path.normpath(path)).relative_to(Path(os.path.normpath(watch_dir))).as_posix()
         except ValueError:
             raise ValueError(f"{path} is not below WATCH_DIR ({watch_dir})") from None
-    if HourFile.parse(relpath) is None:
-        raise ValueError(f"{path!r} names no hour file (<table>/hourly/<YYYYMMDD>/<H> below WATCH_DIR)")
+    if HourFile.parse(relpath) is None and SnapshotFile.parse(relpath) is None:
+        raise ValueError(
+            f"{path!r} names no hour file (<table>/hourly/<YYYYMMDD>/<H> below WATCH_DIR) and no node snapshot "
+            "(periodic_abci_states/<YYYYMMDD>/<height>.rmp)"
+        )
     return relpath
 
 
