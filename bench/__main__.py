@@ -48,6 +48,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--tap-cadence-s", type=float, default=0.1, help="the tap appends every this many seconds (0.1)"
     )
+    parser.add_argument(
+        "--snapshot-mb",
+        type=float,
+        default=1300,
+        help="a node snapshot of this size lands halfway through the live run (1300, a real one's size; 0: none)",
+    )
     parser.add_argument("--seal-small-mb", type=float, default=1, help="the small hour file of the seal scenario (1)")
     parser.add_argument(
         "--seal-large-mb", type=float, default=1024, help="the large hour file of the seal scenario (1024)"
@@ -147,6 +153,8 @@ def _effective(args: argparse.Namespace) -> list[str]:
         f"{args.live_s:g}",
         "--tap-cadence-s",
         f"{args.tap_cadence_s:g}",
+        "--snapshot-mb",
+        f"{args.snapshot_mb:g}",
         "--seal-small-mb",
         f"{args.seal_small_mb:g}",
         "--seal-large-mb",

@@ -1,5 +1,7 @@
 """Live latency: the replay tap appends at the production rates while a consumer measures how long
-each line takes from the append to its arrival on the data topic.
+each line takes from the append to its arrival on the data topic. Halfway through, a node snapshot
+of ``--snapshot-mb`` lands (written as fast as the disk takes it), so the latency includes the
+sidecar hashing it and publishing its event.
 
 Three processes besides the broker share the machine: the worker, the tap (:mod:`bench.tap`) and
 the consumer (:mod:`bench.latency`). Each one's CPU is measured over the tap's run, and the whole
@@ -9,9 +11,11 @@ machine's too, so a saturated machine shows as such next to the latency it produ
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,11 +24,39 @@ from bench import targets
 from bench.context import RunContext, ScenarioResult
 from bench.corpus import START
 from bench.procstat import CpuWindow
-from bench.worker import REPO, BenchError, SidecarWorker, settings_summary
+from bench.worker import REPO, BenchError, SidecarWorker, epoch_of, settings_summary
+from hyperdata_sidecar.core.snapshots import SnapshotFile
 from hyperdata_sidecar.core.tables import TABLES
-from hyperdata_sidecar.tools.generate import PRODUCTION_LINES_PER_S, generate_corpus
+from hyperdata_sidecar.tools.generate import PRODUCTION_LINES_PER_S, CorpusSummary, generate_corpus
 
 DRAIN_S = 60.0  # after the tap stops, how long the consumer may take to see the last lines
+SNAPSHOT_EVENT_WAIT_S = 120.0  # after the tap stops, how long the snapshot's event may take
+SNAPSHOT_CHUNK = 8 * 1024 * 1024
+
+
+class SnapshotLanding(threading.Thread):
+    """Writes a node snapshot into the worker's WATCH_DIR ``after_s`` seconds from its start."""
+
+    def __init__(self, watch: Path, snapshot: SnapshotFile, size: int, after_s: float) -> None:
+        super().__init__(name="snapshot-landing", daemon=True)
+        self.path = watch / snapshot.relpath
+        self.snapshot, self.size, self.after_s = snapshot, size, after_s
+        self.written: tuple[float, float] | None = None  # wall clock at the first and the last byte
+
+    def run(self) -> None:
+        time.sleep(self.after_s)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        block = os.urandom(SNAPSHOT_CHUNK)
+        started = time.time()
+        with open(self.path, "wb") as f:
+            for offset in range(0, self.size, SNAPSHOT_CHUNK):
+                f.write(block[: min(SNAPSHOT_CHUNK, self.size - offset)])
+        self.written = (started, time.time())
+
+
+def snapshot_height(corpus: CorpusSummary) -> int:
+    """A height every table passes in the middle of the run: the lowest of the tables' middle blocks."""
+    return min((f.first_block + f.last_block) // 2 for f in corpus.files if f.first_block is not None and f.last_block is not None)
 
 
 def run(ctx: RunContext) -> ScenarioResult:
@@ -35,10 +67,15 @@ def run(ctx: RunContext) -> ScenarioResult:
     print(f"  writing {options.live_s:.0f}s of production lines ({sum(lines.values()):,}) for the tap ...", flush=True)
     corpus = generate_corpus(root / "corpus", hours=1, lines_per_hour=lines, seed=options.seed + 1, start=START)
     worker = SidecarWorker(root, ctx.broker.bootstrap, ctx.topic_prefix("live"), **ctx.options.worker_settings)
+    landing = None
+    if options.snapshot_mb > 0:
+        snapshot = SnapshotFile(snapshot_height(corpus), START.strftime("%Y%m%d"))
+        landing = SnapshotLanding(worker.watch, snapshot, int(options.snapshot_mb * 1024 * 1024), options.live_s / 2)
     worker.start()
     try:
         worker.wait_for_event("startup", timeout_s=180)
-        shares, machine = _replay_and_measure(ctx, worker, root, lines)
+        shares, machine = _replay_and_measure(ctx, worker, root, lines, landing)
+        snapshot_row = _snapshot_outcome(worker, landing) if landing is not None else None
     finally:
         worker.stop()
     latency = json.loads((root / "latency.json").read_text())
@@ -53,13 +90,35 @@ def run(ctx: RunContext) -> ScenarioResult:
         "machine_cpu_pct_of_one_core": machine,
     }
     _report(result, corpus.lines, latency, replayed, shares, machine)
+    if snapshot_row is not None:
+        result.row(*snapshot_row)
     return result
 
 
+def _snapshot_outcome(worker: SidecarWorker, landing: SnapshotLanding) -> tuple[str, str, str, bool]:
+    """The snapshot's row: when it was written, found complete and announced."""
+    label = f"node snapshot ({landing.size / 2**20:,.0f} MiB) at {landing.after_s:.0f} s"
+    landing.join(SNAPSHOT_EVENT_WAIT_S)
+    if landing.written is None:
+        return label, "not written", "an event", False
+    try:
+        event = worker.wait_for(lambda: next(iter(worker.events("snapshot")), None), "the snapshot's event", SNAPSHOT_EVENT_WAIT_S)
+    except BenchError:
+        return label, f"written in {landing.written[1] - landing.written[0]:.1f} s; no event", "an event", False
+    complete = next(iter(worker.events("snapshot_complete")), None)
+    written_end = landing.written[1]
+    parts = [f"written in {written_end - landing.written[0]:.1f} s"]
+    if complete is not None:
+        parts.append(f"complete (hashed) +{epoch_of(complete['time']) - written_end:.1f} s")
+    parts.append(f"event +{epoch_of(event['time']) - written_end:.1f} s")
+    return label, ", ".join(parts), "an event; p99 above includes it", True
+
+
 def _replay_and_measure(
-    ctx: RunContext, worker: SidecarWorker, root: Path, lines: dict[str, int]
+    ctx: RunContext, worker: SidecarWorker, root: Path, lines: dict[str, int], landing: SnapshotLanding | None
 ) -> tuple[dict[str, float], float]:
-    """Run the tap to its end with the consumer reading; (CPU % of one core per process, machine CPU %)."""
+    """Run the tap to its end with the consumer reading (and the snapshot landing halfway); (CPU % of
+    one core per process, machine CPU %)."""
     deadline = time.time() + ctx.options.live_s * 3 + 120
     consumer, readers = _start_consumer(ctx, worker, root, lines, deadline)
     tap = None
@@ -68,6 +127,8 @@ def _replay_and_measure(
         tap_command = [sys.executable, "-m", "bench.tap", str(root / "corpus"), str(worker.watch)]
         tap_command += ["--summary", str(root / "tap.json"), "--cadence-s", str(ctx.options.tap_cadence_s)]
         tap = subprocess.Popen(tap_command, cwd=REPO)
+        if landing is not None:
+            landing.start()
         pids = {"sidecar": worker.pid, "tap": tap.pid, "consumer": consumer.pid}
         pids.update({f"consumer kcat {n}": pid for n, pid in enumerate(readers, 1)})
         if ctx.broker.pid is not None:

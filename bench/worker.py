@@ -54,6 +54,7 @@ def topic_names(prefix: str) -> dict[str, str]:
     names = {spec.topic_env: f"{prefix}{spec.default_topic}" for spec in TABLES}
     names["TOPIC_SEALS"] = f"{prefix}hyperliquid.node-files"
     names["TOPIC_DLQ"] = f"{prefix}hyperliquid.sidecar-dlq"
+    names["TOPIC_SNAPSHOTS"] = f"{prefix}hyperliquid.node-snapshots"
     return names
 
 
