@@ -36,8 +36,9 @@ from hyperdata_sidecar.agents.rotations import manifests
 from hyperdata_sidecar.backup import BackupError, NoBackupSink
 from hyperdata_sidecar.core.backup_plan import BackupSubject, Outcome, RetrySchedule, after_failure, superseded
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
-from hyperdata_sidecar.core.seal import SealManifest, iso_utc, revision_of
+from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.snapshots import SnapshotBackup
+from hyperdata_sidecar.core.times import iso_utc
 
 if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar

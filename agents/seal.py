@@ -21,7 +21,8 @@ from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
 from hyperdata_sidecar.agents.rotations import manifests
 
-from hyperdata_sidecar.core.seal import SealManifest, iso_to_epoch, iso_utc, revision_of
+from hyperdata_sidecar.core.seal import SealManifest, revision_of
+from hyperdata_sidecar.core.times import epoch_of, iso_utc
 
 if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar
@@ -94,7 +95,7 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
                 sidecar.log.info("seal_found_on_topic", path=manifest.path, revision=manifest.revision)
             else:
                 await sidecar.dataplane.send(sidecar.settings.topic_seals, manifest.key.encode(), manifest.to_json())
-                latency = time.time() - (iso_to_epoch(manifest.finalized_at) or time.time())
+                latency = time.time() - (epoch_of(manifest.finalized_at) or time.time())
                 sidecar.metrics.seal_emitted(manifest.table, latency)
                 sidecar.log.info(
                     "seal",

@@ -22,8 +22,8 @@ from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
 from hyperdata_sidecar.agents.backup import BackupWorker
 
-from hyperdata_sidecar.core.seal import iso_utc
 from hyperdata_sidecar.core.snapshots import SnapshotBackup
+from hyperdata_sidecar.core.times import iso_utc
 
 if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar

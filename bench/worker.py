@@ -8,7 +8,6 @@ events) goes to ``<root>/worker.log``.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import signal
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperdata_sidecar.config import DEFAULTS
+from hyperdata_sidecar.core import times
 from hyperdata_sidecar.core.tables import TABLES
 
 FAUST = str(Path(sys.executable).with_name("faust"))
@@ -46,7 +46,10 @@ def epoch_of(iso: str) -> float:
 
     The sidecar writes them as ``2026-06-10T14:00:00.123Z``.
     """
-    return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    epoch = times.epoch_of(iso)
+    if epoch is None:
+        raise ValueError(f"not a sidecar timestamp: {iso!r}")
+    return epoch
 
 
 def topic_names(prefix: str) -> dict[str, str]:

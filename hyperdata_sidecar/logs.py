@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from hyperdata_sidecar.core.seal import iso_utc
+from hyperdata_sidecar.core.times import iso_utc
 
 LOGGER_NAME = "hyperdata_sidecar.events"
 

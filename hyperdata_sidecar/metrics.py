@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hyperdata_sidecar.core.lineinfo import REASONS as DLQ_REASONS
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR
+from hyperdata_sidecar.core.times import epoch_of
 
 PREFIX = "hyperdata_sidecar_"
 
@@ -64,27 +64,6 @@ REWRITE_REASONS = ("truncated", "replaced")
 POLL_CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # From a running digest (milliseconds) to a full re-hash of a 50 GB file after a restart (minutes).
 SEAL_LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0)
-
-
-def hour_start_epoch(date: str, hour: str) -> float:
-    """Epoch seconds of the start of the UTC hour an hour file is named for (``<YYYYMMDD>/<H>``)."""
-    day = datetime.strptime(date, "%Y%m%d").replace(tzinfo=UTC)
-    return day.timestamp() + int(hour) * 3600
-
-
-def block_time_to_epoch(block_time: str) -> float | None:
-    """Seconds since the epoch for a node timestamp such as ``2026-06-10T12:56:15.035481067``.
-
-    A timestamp without a zone is UTC (the node writes UTC). Digits beyond microseconds are
-    dropped. Returns ``None`` for anything that is not an ISO-8601 timestamp.
-    """
-    try:
-        parsed = datetime.fromisoformat(block_time)
-    except (TypeError, ValueError):
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
 
 
 class _CurrentFileGauge:
@@ -241,7 +220,7 @@ class SidecarMetrics:
         self._track(table)
         self._lines.labels(table).inc(count)
         if newest_block_time is not None:
-            epoch = block_time_to_epoch(newest_block_time)
+            epoch = epoch_of(newest_block_time)
             if epoch is not None:
                 self._newest_block_time[table] = epoch
 

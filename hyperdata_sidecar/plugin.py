@@ -26,8 +26,9 @@ from hyperdata_sidecar.backup import make_sink
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.records import Regression
-from hyperdata_sidecar.core.seal import SealManifest, iso_utc, revision_of
+from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics

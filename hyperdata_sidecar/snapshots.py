@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hyperdata_sidecar.config import Settings
-from hyperdata_sidecar.core.seal import iso_utc
 from hyperdata_sidecar.core.snapshots import SNAPSHOT_DIR, SnapshotFile, is_complete
+from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 

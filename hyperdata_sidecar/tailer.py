@@ -50,11 +50,12 @@ from hyperdata_sidecar.core.records import (
     dead_letter_partition,
     refusal_name,
 )
-from hyperdata_sidecar.core.seal import SealManifest, iso_to_epoch, iso_utc, merge_ranges
+from hyperdata_sidecar.core.seal import SealManifest, merge_ranges
 from hyperdata_sidecar.core.splitter import Line, LineSplitter, OversizeLine
 from hyperdata_sidecar.core.tables import TableSpec
+from hyperdata_sidecar.core.times import epoch_of, hour_start_epoch, iso_utc
 from hyperdata_sidecar.logs import EventLog
-from hyperdata_sidecar.metrics import SidecarMetrics, block_time_to_epoch, hour_start_epoch
+from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.reader import HourFileReader
 
 MAX_IN_FLIGHT = 4  # cycles per table handed to the producer and not yet fully reported
@@ -233,7 +234,7 @@ class TableTailer:
     def _watch_until(self, cursor: FileCursor) -> float | None:
         if cursor.stage is not CursorStage.FINALIZED or cursor.finalized_at is None or self.settings.late_append_watch_s <= 0:
             return None
-        finalized = iso_to_epoch(cursor.finalized_at)
+        finalized = epoch_of(cursor.finalized_at)
         return None if finalized is None else finalized + self.settings.late_append_watch_s
 
     # ------------------------------------------------------------------ the tick
@@ -642,7 +643,7 @@ class TableTailer:
         await self.host.checkpoint(tracked.cursor)
 
     def _warn_if_behind(self, block_time: str | None) -> None:
-        epoch = block_time_to_epoch(block_time) if block_time else None
+        epoch = epoch_of(block_time) if block_time else None
         lag = time.time() - epoch if epoch is not None else 0.0
         if lag > self.settings.lag_warn_seconds:
             self.host.log.limited(

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-
-
-def iso_utc(ts: float) -> str:
-    """``ts`` (seconds since the epoch) as UTC ISO 8601 with milliseconds (truncated) and a Z suffix,
-    e.g. ``"2026-06-10T14:00:00.123Z"``."""
-    moment = datetime.datetime.fromtimestamp(ts, datetime.UTC).replace(tzinfo=None)
-    return moment.isoformat(timespec="milliseconds") + "Z"
-
 
 OffsetRanges = dict[str, dict[str, list[int]]]
 """Where a file's records are, as seals and cursors keep it: data topic -> partition (a decimal
@@ -41,14 +32,6 @@ def revision_of(record: Mapping[str, Any] | None) -> int:
     """The file revision a seal or backup record (a ``sidecar-seals`` or ``sidecar-backups`` value)
     is about: 0 without a record, 1 for a record written before revisions existed."""
     return 0 if record is None else int(record.get("revision", 1))
-
-
-def iso_to_epoch(iso: str) -> float | None:
-    """Seconds since the epoch of a time :func:`iso_utc` wrote; None if ``iso`` is not one."""
-    try:
-        return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)

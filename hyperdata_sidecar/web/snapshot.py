@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
 from hyperdata_sidecar.core.seal import revision_of
 from hyperdata_sidecar.core.tables import TABLES
-from hyperdata_sidecar.metrics import block_time_to_epoch, hour_start_epoch
+from hyperdata_sidecar.core.times import epoch_of, hour_start_epoch
 from hyperdata_sidecar.web.files import (
     GROWING,
     FileState,
@@ -193,7 +193,7 @@ def refresh_gauges(sidecar: Sidecar) -> None:
                 metrics.set_partial_held(table, path, live[path].held_bytes)
                 current_set = True
             elif cursor.stage is CursorStage.FINALIZED and cursor.finalized_at and revision_of(seals_table.get(path)) < max(cursor.revision, 1):
-                finalized = block_time_to_epoch(cursor.finalized_at)  # the same ISO-8601 parse
+                finalized = epoch_of(cursor.finalized_at)  # the same ISO-8601 parse
                 if finalized is not None and (oldest is None or finalized < oldest):
                     oldest = finalized
         metrics.set_oldest_unsealed(table, oldest)

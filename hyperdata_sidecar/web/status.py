@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any
 
+from hyperdata_sidecar.core.times import epoch_of
 from hyperdata_sidecar.web.files import FileState, FileStatus, current_file
 from hyperdata_sidecar.web.history import Point
 from hyperdata_sidecar.web.units import duration, size
@@ -165,9 +165,5 @@ def problems(
 
 
 def _age(iso: str | None, now: float) -> float | None:
-    if not iso:
-        return None
-    try:
-        return now - datetime.fromisoformat(iso).timestamp()
-    except ValueError:
-        return None
+    epoch = epoch_of(iso)
+    return None if epoch is None else now - epoch

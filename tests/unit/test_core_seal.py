@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperdata_sidecar.core.seal import SealManifest, iso_utc, merge_ranges
+from hyperdata_sidecar.core.seal import SealManifest, merge_ranges
+from hyperdata_sidecar.core.times import iso_utc
 
 JUNE_10_14H = calendar.timegm((2026, 6, 10, 14, 0, 0))
 

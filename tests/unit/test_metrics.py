@@ -10,7 +10,8 @@ import prometheus_client
 import pytest
 
 from hyperdata_sidecar.core.lineinfo import REASONS
-from hyperdata_sidecar.metrics import EXPORTED, SidecarMetrics, block_time_to_epoch, hour_start_epoch
+from hyperdata_sidecar.core.times import epoch_of, hour_start_epoch
+from hyperdata_sidecar.metrics import EXPORTED, SidecarMetrics
 
 BLOCK_TIME = "2026-06-10T12:56:15.035481067"
 BLOCK_EPOCH = calendar.timegm((2026, 6, 10, 12, 56, 15)) + 0.035481
@@ -403,7 +404,7 @@ def test_a_given_registry_is_used() -> None:
 
 
 def test_block_time_with_nanoseconds_and_no_zone_is_utc() -> None:
-    assert block_time_to_epoch(BLOCK_TIME) == pytest.approx(BLOCK_EPOCH, abs=1e-6)
+    assert epoch_of(BLOCK_TIME) == pytest.approx(BLOCK_EPOCH, abs=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -411,14 +412,14 @@ def test_block_time_with_nanoseconds_and_no_zone_is_utc() -> None:
     ["2026-06-10T12:56:15Z", "2026-06-10T14:56:15+02:00", "2026-06-10T12:56:15", "2026-06-10 12:56:15.000"],
 )
 def test_block_time_accepts_iso_variants(text: str) -> None:
-    assert block_time_to_epoch(text) == calendar.timegm((2026, 6, 10, 12, 56, 15))
+    assert epoch_of(text) == calendar.timegm((2026, 6, 10, 12, 56, 15))
 
 
 @pytest.mark.parametrize(
     "text", ["", "yesterday", "2026-13-10T12:56:15", "2026-06-10T25:00:00", "1781096175"]
 )
 def test_block_time_returns_none_for_what_is_not_a_timestamp(text: str) -> None:
-    assert block_time_to_epoch(text) is None
+    assert epoch_of(text) is None
 
 
 # -- reading back ------------------------------------------------------------------------------

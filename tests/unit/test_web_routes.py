@@ -14,8 +14,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from hyperdata_sidecar.config import load_settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
-from hyperdata_sidecar.core.seal import iso_utc
 from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.plugin import Sidecar, install
 from hyperdata_sidecar.snapshots import SnapshotWatcher
 from hyperdata_sidecar.tailer import TableTailer
