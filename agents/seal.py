@@ -21,13 +21,14 @@ from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
 from hyperdata_sidecar.agents.rotations import manifests
 
+from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.times import epoch_of, iso_utc
 
 if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar
 
-MAX_BACKOFF_S = 30.0
+FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
 STOP_CHECK_S = 0.5
 SEAL_TOPIC_READ_TIMEOUT_S = 60.0  # reading the seal topic once; a broker outage must not hang the agent
 
@@ -88,7 +89,7 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
     while not sidecar.connected.is_set():
         if not await sidecar.pause(STOP_CHECK_S):
             return
-    delay = 0.5
+    backoff = Backoff(FIRST_BACKOFF_S, MAX_BACKOFF_S)
     while True:
         try:
             if await asyncio.wait_for(published.contains(manifest), SEAL_TOPIC_READ_TIMEOUT_S):
@@ -115,10 +116,9 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
             # The data plane never gives a record up while the broker is away; what fails here is a
             # refusal (seal topic missing, not authorized) or the one read of the seal topic.
             sidecar.metrics.producer_error("seal")
-            sidecar.log.limited(logging.WARNING, "seal_failed", manifest.path, 10.0, path=manifest.path, error=str(exc), retry_in_s=delay)
-            if not await sidecar.pause(delay):
+            sidecar.log.limited(logging.WARNING, "seal_failed", manifest.path, 10.0, path=manifest.path, error=str(exc), retry_in_s=backoff.delay)
+            if not await backoff.wait(sidecar.pause):
                 return  # stopping: the rotation is handed over again on the next start
-            delay = min(delay * 2, MAX_BACKOFF_S)
     published.add(manifest)
     sidecar.seals[manifest.path] = {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
 

@@ -22,13 +22,14 @@ from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
 from hyperdata_sidecar.agents.backup import BackupWorker
 
+from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.snapshots import SnapshotBackup
 from hyperdata_sidecar.core.times import iso_utc
 
 if TYPE_CHECKING:
     from hyperdata_sidecar.plugin import Sidecar
 
-MAX_BACKOFF_S = 30.0
+FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
 STOP_CHECK_S = 0.5
 TOPIC_READ_TIMEOUT_S = 60.0  # reading the snapshot topic once; a broker outage must not hang the agent
 
@@ -87,7 +88,7 @@ async def publish(sidecar: Sidecar, published: PublishedSnapshots, event: dict[s
     while not sidecar.connected.is_set():
         if not await sidecar.pause(STOP_CHECK_S):
             return False
-    delay = 0.5
+    backoff = Backoff(FIRST_BACKOFF_S, MAX_BACKOFF_S)
     while True:
         try:
             if await asyncio.wait_for(published.contains(height), TOPIC_READ_TIMEOUT_S):
@@ -102,10 +103,9 @@ async def publish(sidecar: Sidecar, published: PublishedSnapshots, event: dict[s
             break
         except (TimeoutError, KafkaException, KafkaError, OSError) as exc:
             sidecar.metrics.producer_error("snapshot")
-            sidecar.log.limited(logging.WARNING, "snapshot_event_failed", path, 10.0, path=path, error=str(exc), retry_in_s=delay)
-            if not await sidecar.pause(delay):
+            sidecar.log.limited(logging.WARNING, "snapshot_event_failed", path, 10.0, path=path, error=str(exc), retry_in_s=backoff.delay)
+            if not await backoff.wait(sidecar.pause):
                 return False
-            delay = min(delay * 2, MAX_BACKOFF_S)
     published.add(height)
     sidecar.snapshots[path] = {**event, "published_at": iso_utc(time.time())}
     return True

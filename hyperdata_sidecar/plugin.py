@@ -24,6 +24,7 @@ from mode import Service
 from hyperdata_sidecar import metadata_backoff
 from hyperdata_sidecar.backup import make_sink
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
+from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.records import Regression
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
@@ -40,7 +41,7 @@ from hyperdata_sidecar.topics import apply_contract, load_contract
 INSTALLED_ATTR = "_hyperdata_sidecar"
 # No value_type: Faust would call dict.from_data() on every changelog record during recovery.
 JSON_SCHEMA: dict[str, Any] = dict(key_type=str, key_serializer="json", value_serializer="json")
-CONNECT_MAX_BACKOFF_S = 30.0
+CONNECT_FIRST_BACKOFF_S, CONNECT_MAX_BACKOFF_S = 0.5, 30.0
 STOP_CHECK_S = 0.5  # how soon a back-off notices that the worker is stopping
 CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
 SNAPSHOT_POLL_S = 1.0  # how often periodic_abci_states is looked at (a few snapshots an hour)
@@ -210,10 +211,9 @@ class Sidecar:
 
     async def wait_for_broker(self) -> None:
         """Return once a Kafka client can bootstrap from KAFKA_BOOTSTRAP, logging one line per failed try."""
-        delay = 0.5
-        attempt = 0
+        backoff = Backoff(CONNECT_FIRST_BACKOFF_S, CONNECT_MAX_BACKOFF_S)
         while not self.stopping:
-            attempt += 1
+            attempt = backoff.tries + 1
             client = AIOKafkaClient(bootstrap_servers=self.settings.kafka_bootstrap, **self.settings.security.client_kwargs())
             try:
                 await client.bootstrap()
@@ -223,21 +223,20 @@ class Sidecar:
                 self.broker_state(False)
                 error = self.connect_error(exc)
                 self.broker_wait = (
-                    f"waiting for Kafka at {self.settings.kafka_bootstrap}: {error} (attempt {attempt}, next in {delay:g}s)"
+                    f"waiting for Kafka at {self.settings.kafka_bootstrap}: {error} (attempt {attempt}, next in {backoff.delay:g}s)"
                 )
                 self.log.warning(
                     "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, attempt=attempt,
-                    error=error, retry_in_s=delay,
+                    error=error, retry_in_s=backoff.delay,
                 )
             finally:
                 await client.close()
-            await self.pause(delay)
-            delay = min(delay * 2, CONNECT_MAX_BACKOFF_S)
+            await backoff.wait(self.pause)
 
     async def connect(self) -> None:
         """Check the watch dir, apply the topic contract and connect the producer, retrying the broker."""
         check_runtime(self.settings)
-        delay = 0.5
+        backoff = Backoff(CONNECT_FIRST_BACKOFF_S, CONNECT_MAX_BACKOFF_S)
         while not self.stopping:
             try:
                 if self.settings.topics_apply_on_start:
@@ -251,10 +250,10 @@ class Sidecar:
             except (TimeoutError, KafkaError, OSError, DataPlaneError) as exc:
                 self.broker_state(False)
                 self.log.warning(
-                    "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, error=self.connect_error(exc), retry_in_s=delay
+                    "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, error=self.connect_error(exc),
+                    retry_in_s=backoff.delay,
                 )
-                await self.pause(delay)
-                delay = min(delay * 2, CONNECT_MAX_BACKOFF_S)
+                await backoff.wait(self.pause)
                 continue
             self.broker_state(True)
             self.connected.set()

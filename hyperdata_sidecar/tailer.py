@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from hyperdata_sidecar.config import Settings
+from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.delivery import Deliveries, Verdict, verdict
 from hyperdata_sidecar.core.finalization import is_finalized
@@ -453,19 +454,18 @@ class TableTailer:
         """Run ``write`` until it has handed over all ``count`` items: wait while the producer's queue
         is full; hold the table (not ready, slow retries) while the client refuses a record."""
         index = write(0)
-        delay = HOLD_BACKOFF_S[0]
+        backoff = Backoff(*HOLD_BACKOFF_S)
         while index < count:
             refusal = cycle.file.writer.refusal
             if refusal is None:
                 await self._wait_for_room()
             else:
                 reason = f"{self.topics.data}: {refusal_name(refusal)} ({refusal})"
-                self._hold(reason, retry_in_s=delay)
-                if not await self.host.pause(delay):
+                self._hold(reason, retry_in_s=backoff.delay)
+                if not await backoff.wait(self.host.pause):
                     raise Abandoned()
-                delay = min(delay * 2, HOLD_BACKOFF_S[1])
             index = write(index)
-        if delay != HOLD_BACKOFF_S[0]:
+        if backoff.tries:
             self.host.hold(self.table, None)
 
     def _close_cycle(self, cycle: Cycle, complete: bool) -> None:
@@ -530,18 +530,16 @@ class TableTailer:
                 records = await self._rebuild(cycle)
                 pending += [Pending(cycle, records[(f.topic, f.partition)][f.position], f.error, False) for f in failures]
             cycle.resolved = True
-        delay, held = HOLD_BACKOFF_S[0], False
+        backoff = Backoff(*HOLD_BACKOFF_S)
         while pending:
             if any(verdict(p.error) is Verdict.FATAL for p in pending):
                 raise Abandoned()  # the data plane stops the worker; a restart resumes from the checkpoint
             resend = [p for p in pending if p.resent_as_is()]
             if resend:
-                held = True
                 reason = f"{resend[0].record.topic}: {resend[0].error.name()} ({resend[0].error.str()})"
-                self._hold(reason, retry_in_s=delay, records=len(resend))
-                if not await self.host.pause(delay):
+                self._hold(reason, retry_in_s=backoff.delay, records=len(resend))
+                if not await backoff.wait(self.host.pause):
                     raise Abandoned()
-                delay = min(delay * 2, HOLD_BACKOFF_S[1])
             repairs, produced = Deliveries(), 0
             sent: dict[tuple[str, int], list[Pending]] = {}
             for item in pending:
@@ -554,7 +552,7 @@ class TableTailer:
             self.host.metrics.producer_retry(sum(1 for item in pending if item.resent_as_is()))
             await self._until(lambda: repairs.reported() == produced)  # noqa: B023 - awaited in this iteration
             pending = [sent[(f.topic, f.partition)][f.position]._replace(error=f.error) for f in repairs.failures()]
-        if held:
+        if backoff.tries:
             self.host.hold(self.table, None)
             self.host.log.info("topic_writable_again", table=self.table)
 
