@@ -14,10 +14,10 @@ from hyperdata_sidecar.agents.seal import install_seal_agent
 from hyperdata_sidecar.agents.snapshot import install_snapshot_agent
 
 if TYPE_CHECKING:
-    from hyperdata_sidecar.plugin import Sidecar
+    from hyperdata_sidecar.ports import AgentHost
 
 
-def install_agents(sidecar: Sidecar) -> None:
+def install_agents(sidecar: AgentHost) -> None:
     install_progress_agent(sidecar)
     install_seal_agent(sidecar)
     backups = install_backup_agent(sidecar)

@@ -41,7 +41,7 @@ from hyperdata_sidecar.core.snapshots import SnapshotBackup
 from hyperdata_sidecar.core.times import iso_utc
 
 if TYPE_CHECKING:
-    from hyperdata_sidecar.plugin import Sidecar
+    from hyperdata_sidecar.ports import AgentHost
 
 RETRY_TICK_S = 1.0  # how often due retries are looked for
 
@@ -49,7 +49,7 @@ RETRY_TICK_S = 1.0  # how often due retries are looked for
 class BackupWorker:
     """Makes backup attempts for one sidecar and schedules the retries of the failed ones."""
 
-    def __init__(self, sidecar: Sidecar) -> None:
+    def __init__(self, sidecar: AgentHost) -> None:
         self.sidecar = sidecar
         self.schedule = RetrySchedule()
         self._one_at_a_time = asyncio.Lock()
@@ -191,7 +191,7 @@ class BackupWorker:
             sidecar.log.warning("backup_failed", path=path, attempt=tries, reason=exc.reason, error=str(exc), retry_in_s=None)
 
 
-def install_backup_agent(sidecar: Sidecar) -> BackupWorker:
+def install_backup_agent(sidecar: AgentHost) -> BackupWorker:
     worker = BackupWorker(sidecar)
 
     @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.backup")

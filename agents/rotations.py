@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 from hyperdata_sidecar.core.seal import SealManifest
 
 if TYPE_CHECKING:
-    from hyperdata_sidecar.plugin import Sidecar
+    from hyperdata_sidecar.ports import AgentHost
 
 
-async def manifests(sidecar: Sidecar, rotations: AsyncIterable[bytes]) -> AsyncIterator[SealManifest]:
+async def manifests(sidecar: AgentHost, rotations: AsyncIterable[bytes]) -> AsyncIterator[SealManifest]:
     """The rotation records of ``rotations`` as manifests; a record that is not one is logged and skipped."""
     async for value in rotations:
         try:

@@ -26,7 +26,7 @@ from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.times import epoch_of, iso_utc
 
 if TYPE_CHECKING:
-    from hyperdata_sidecar.plugin import Sidecar
+    from hyperdata_sidecar.ports import AgentHost
 
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
 STOP_CHECK_S = 0.5
@@ -37,7 +37,7 @@ class PublishedSeals:
     """The latest revision of each path this node already sealed, as the seal topic itself records
     them (read once)."""
 
-    def __init__(self, sidecar: Sidecar) -> None:
+    def __init__(self, sidecar: AgentHost) -> None:
         self._sidecar = sidecar
         self._revisions: dict[str, int] | None = None
 
@@ -80,13 +80,13 @@ class PublishedSeals:
             await consumer.stop()
 
 
-async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManifest) -> None:
+async def seal(sidecar: AgentHost, published: PublishedSeals, manifest: SealManifest) -> None:
     """Publish the seal of ``manifest`` unless it (or a later revision) exists; record it in the seals
     table. Runs in the agent."""
     if revision_of(sidecar.seals.get(manifest.path)) >= manifest.revision:
         sidecar.log.info("seal_already_recorded", path=manifest.path, revision=manifest.revision)
         return
-    while not sidecar.connected.is_set():
+    while not sidecar.connected:
         if not await sidecar.pause(STOP_CHECK_S):
             return
     backoff = Backoff(FIRST_BACKOFF_S, MAX_BACKOFF_S)
@@ -123,7 +123,7 @@ async def seal(sidecar: Sidecar, published: PublishedSeals, manifest: SealManife
     sidecar.seals[manifest.path] = {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
 
 
-def install_seal_agent(sidecar: Sidecar) -> None:
+def install_seal_agent(sidecar: AgentHost) -> None:
     published = PublishedSeals(sidecar)
 
     @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.seal")

@@ -27,7 +27,7 @@ from hyperdata_sidecar.core.snapshots import SnapshotBackup
 from hyperdata_sidecar.core.times import iso_utc
 
 if TYPE_CHECKING:
-    from hyperdata_sidecar.plugin import Sidecar
+    from hyperdata_sidecar.ports import AgentHost
 
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
 STOP_CHECK_S = 0.5
@@ -37,7 +37,7 @@ TOPIC_READ_TIMEOUT_S = 60.0  # reading the snapshot topic once; a broker outage 
 class PublishedSnapshots:
     """The heights this node already announced, as the snapshot topic itself records them (read once)."""
 
-    def __init__(self, sidecar: Sidecar) -> None:
+    def __init__(self, sidecar: AgentHost) -> None:
         self._sidecar = sidecar
         self._heights: set[int] | None = None
 
@@ -78,14 +78,14 @@ class PublishedSnapshots:
             await consumer.stop()
 
 
-async def publish(sidecar: Sidecar, published: PublishedSnapshots, event: dict[str, Any]) -> bool:
+async def publish(sidecar: AgentHost, published: PublishedSnapshots, event: dict[str, Any]) -> bool:
     """Publish ``event`` unless it is published already; record it in the snapshots table. False
     when the worker stopped first (the watcher announces it again on the next start)."""
     path, height = event["path"], int(event["height"])
     if sidecar.snapshots.get(path) is not None:
         sidecar.log.info("snapshot_already_recorded", path=path, height=height)
         return True
-    while not sidecar.connected.is_set():
+    while not sidecar.connected:
         if not await sidecar.pause(STOP_CHECK_S):
             return False
     backoff = Backoff(FIRST_BACKOFF_S, MAX_BACKOFF_S)
@@ -111,7 +111,7 @@ async def publish(sidecar: Sidecar, published: PublishedSnapshots, event: dict[s
     return True
 
 
-def install_snapshot_agent(sidecar: Sidecar, backups: BackupWorker) -> None:
+def install_snapshot_agent(sidecar: AgentHost, backups: BackupWorker) -> None:
     published = PublishedSnapshots(sidecar)
 
     @sidecar.app.agent(sidecar.snapshot_events_topic, name="hyperdata_sidecar.snapshot")

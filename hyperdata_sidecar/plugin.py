@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import confluent_kafka
@@ -26,6 +27,8 @@ from hyperdata_sidecar.backup import make_sink
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
 from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
+from hyperdata_sidecar.core.hourfile import HourFile
+from hyperdata_sidecar.core.lifecycle import Lifecycle, Phase
 from hyperdata_sidecar.core.records import Regression
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.tables import TABLES
@@ -33,6 +36,7 @@ from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.ports import TrackedView
 from hyperdata_sidecar.snapshot_offsets import OffsetsUnavailable, resume_offsets
 from hyperdata_sidecar.snapshots import SnapshotWatcher
 from hyperdata_sidecar.tailer import Abandoned, TableTailer
@@ -45,6 +49,7 @@ CONNECT_FIRST_BACKOFF_S, CONNECT_MAX_BACKOFF_S = 0.5, 30.0
 STOP_CHECK_S = 0.5  # how soon a back-off notices that the worker is stopping
 CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
 SNAPSHOT_POLL_S = 1.0  # how often periodic_abci_states is looked at (a few snapshots an hour)
+READINESS_EVERY_S = 1.0  # holds, unreadable trees and a vanished WATCH_DIR come and go between moves
 LOST_FILES_SHOWN = 20  # lost files kept for the status page (and as many late appends and rewritten sealed files)
 
 
@@ -80,8 +85,7 @@ class Sidecar:
         )
         self.snapshot_watcher: SnapshotWatcher | None = None
         self.tailers: dict[str, TableTailer] = {}
-        self.connected = asyncio.Event()
-        self.synced = False
+        self.lifecycle = Lifecycle()
         self.broker_connected = False
         self.started_at = time.time()
         self.run_id = uuid.uuid4().hex  # this process's backup attempt records carry it
@@ -94,6 +98,66 @@ class Sidecar:
         self.regressions: dict[str, dict[str, Any]] = {}  # table -> how many since start, and the last one
         self._sync_lock = asyncio.Lock()
         self._barriers: dict[str, asyncio.Future] = {}
+
+    # ------------------------------------------------------------------ lifecycle and readiness
+
+    def move_to(self, phase: Phase) -> None:
+        """Move the lifecycle to ``phase`` (an illegal move raises) and write readiness."""
+        self.lifecycle.move(phase)
+        self.log.info("lifecycle", phase=phase.value)
+        self.refresh_readiness()
+
+    def refresh_readiness(self) -> None:
+        """The one writer of the readiness gauge (on every lifecycle move, and every second)."""
+        self.metrics.set_ready(not self.not_ready_reasons())
+
+    def not_ready_reasons(self) -> list[str]:
+        """Why the sidecar is not ready; empty when it is (running, producer connected, WATCH_DIR readable)."""
+        reasons = []
+        not_running = self.lifecycle.not_running_reason()
+        if not_running is not None:
+            reasons.append(not_running)
+        if self.broker_wait is not None:
+            reasons.append(self.broker_wait)
+        elif not self.broker_connected and self.lifecycle.phase is not Phase.STOPPING:
+            reasons.append(f"broker unreachable ({self.settings.kafka_bootstrap})")
+        reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(self.holds.items())]
+        reasons += [f"{table}: cannot read the watched tree, keeping its position: {error}" for table, error in sorted(self.unreadable.items())]
+        watch = self.settings.watch_dir
+        if not (os.path.isdir(watch) and os.access(watch, os.R_OK | os.X_OK)):
+            reasons.append(f"WATCH_DIR {watch} is not a readable directory")
+        return reasons
+
+    @property
+    def connected(self) -> bool:
+        return self.lifecycle.connected
+
+    # ------------------------------------------------------------------ SidecarView (the read model of web/)
+
+    @property
+    def app_id(self) -> str:
+        return str(self.app.conf.id)
+
+    def tracked(self) -> dict[str, dict[str, TrackedView]]:
+        """Every tracked file by table: the tailers' cursors once running (with the size now of the
+        files still growing), the offsets table's before."""
+        views: dict[str, dict[str, TrackedView]] = {spec.dir_name: {} for spec in TABLES}
+        if self.lifecycle.running:
+            for table, tailer in self.tailers.items():
+                views[table] = {path: tailer.view(path) for path in tailer.files}
+            return views
+        for path, record in self.offsets.items():
+            hour = HourFile.parse(path)
+            if hour is not None:
+                views.setdefault(hour.table, {})[path] = TrackedView(hour, FileCursor.from_record(record), None)
+        return views
+
+    def records(self, table: str) -> dict[str, Mapping[str, Any]]:
+        """The contents of the ``seals``, ``backups`` or ``snapshots`` table (one pass over its local store)."""
+        return dict({"seals": self.seals, "backups": self.backups, "snapshots": self.snapshots}[table].items())
+
+    def snapshots_waiting(self) -> list[dict[str, Any]]:
+        return self.snapshot_watcher.waiting() if self.snapshot_watcher is not None else []
 
     # ------------------------------------------------------------------ TailerHost
 
@@ -236,6 +300,7 @@ class Sidecar:
     async def connect(self) -> None:
         """Check the watch dir, apply the topic contract and connect the producer, retrying the broker."""
         check_runtime(self.settings)
+        self.move_to(Phase.CONNECTING)
         backoff = Backoff(CONNECT_FIRST_BACKOFF_S, CONNECT_MAX_BACKOFF_S)
         while not self.stopping:
             try:
@@ -256,21 +321,22 @@ class Sidecar:
                 await backoff.wait(self.pause)
                 continue
             self.broker_state(True)
-            self.connected.set()
+            self.move_to(Phase.SYNCING)
             return
 
     async def disconnect(self) -> None:
-        self.metrics.set_ready(False)
+        if self.lifecycle.phase is not Phase.STOPPING:
+            self.move_to(Phase.STOPPING)
         left = await self.dataplane.close(CLOSE_TIMEOUT_S)
         if left:
             self.log.warning("records_not_delivered_at_stop", records=left, note="published again after the restart")
 
     async def tick(self, table: str) -> None:
         """One poll of one table (called by that table's timer)."""
-        if not self.connected.is_set():
-            return
-        if not self.synced:
+        if self.lifecycle.phase is Phase.SYNCING:
             await self._sync()
+        if not self.lifecycle.running:
+            return
         try:
             await self.tailers[table].tick()
         except Abandoned:
@@ -289,7 +355,7 @@ class Sidecar:
     async def _sync(self) -> None:
         """Wait until every checkpoint sent before this process started is in the offsets table."""
         async with self._sync_lock:
-            if self.synced:
+            if self.lifecycle.phase is not Phase.SYNCING:
                 return
             token = uuid.uuid4().hex
             reached = self._barriers[token] = asyncio.get_running_loop().create_future()
@@ -304,8 +370,7 @@ class Sidecar:
             await self._resend_rotations(c for files in stored.values() for c in files.values())
             await self._resend_snapshot_backups()
             self.snapshot_watcher = SnapshotWatcher(self.settings, self, set(self.snapshots.keys()))
-            self.synced = True
-            self.metrics.set_ready(True)
+            self.move_to(Phase.RUNNING)
             self.log.info(
                 "startup",
                 config=self.settings.public_summary(),
@@ -408,7 +473,12 @@ def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
     _install_snapshot_loop(sidecar)
     install_agents(sidecar)
     app.service(type("SidecarRuntime", (SidecarRuntime,), {"sidecar": sidecar}))
-    install_pages(sidecar)
+    install_pages(app, sidecar)
+
+    @app.timer(READINESS_EVERY_S, name="hyperdata_sidecar.readiness")
+    async def refresh_readiness() -> None:
+        sidecar.refresh_readiness()
+
     return sidecar
 
 
@@ -442,7 +512,7 @@ def _install_snapshot_loop(sidecar: Sidecar) -> None:
 
     async def watch_snapshots() -> None:
         while not sidecar.stopping:
-            if sidecar.synced:
+            if sidecar.lifecycle.running:
                 try:
                     await sidecar.tick_snapshots()
                 except (TimeoutError, OSError, KafkaError) as exc:

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple, Protocol
 
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.backoff import Backoff
-from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
+from hyperdata_sidecar.core.cursor import GROWING, CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.delivery import Deliveries, Verdict, verdict
 from hyperdata_sidecar.core.finalization import is_finalized
 from hyperdata_sidecar.core.hourfile import HourFile
@@ -57,6 +57,7 @@ from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.core.times import epoch_of, hour_start_epoch, iso_utc
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.ports import LiveFile, TrackedView
 from hyperdata_sidecar.reader import HourFileReader
 
 MAX_IN_FLIGHT = 4  # cycles per table handed to the producer and not yet fully reported
@@ -265,6 +266,19 @@ class TableTailer:
                 break
         self.host.metrics.set_files_tailed(self.table, len(self.files))
         self.host.metrics.poll_cycle(self.table, time.perf_counter() - started)
+
+    def view(self, path: str) -> TrackedView:
+        """What the read model shows of the tracked file ``path``: its cursor and, while it grows,
+        its size now (a fresh ``stat``) and the partial line held back."""
+        tracked = self.files[path]
+        live = None
+        if tracked.cursor.stage in GROWING:
+            try:
+                size = os.stat(tracked.reader.path).st_size
+            except OSError:
+                size = tracked.reader.last_size
+            live = LiveFile(size=size, held_bytes=tracked.splitter.held_bytes)
+        return TrackedView(tracked.hour, tracked.cursor, live)
 
     def discovered(self) -> list[str]:
         """The hour files of this table on disk now, oldest first (for the startup summary)."""

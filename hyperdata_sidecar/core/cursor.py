@@ -31,6 +31,53 @@ MOVES: dict[CursorStage, frozenset[CursorStage]] = {
 (:meth:`FileCursor.restarted`), still tailing."""
 
 
+GROWING = (CursorStage.TAILING, CursorStage.REOPENED)
+"""Stages whose file may be larger on disk than its offset (lines still to publish)."""
+
+
+class FileState(str, enum.Enum):
+    """Where a file is, as an operator sees it (derived, never stored): its :class:`CursorStage`,
+    with ``finalized`` told apart by what the seal and backup agents recorded. The one vocabulary of
+    file states: the views, the status page and the docs use these names."""
+
+    TAILING = "tailing"  # being published; may still grow
+    SKIPPED = "skipped"  # before the start point under INITIAL_POSITION=end; never published
+    FINALIZED = "finalized"  # read to its end and handed to the sealer; no seal of this revision recorded yet
+    SEALED = "sealed"  # seal published; backup not done (pending, or backups disabled)
+    BACKED_UP = "backed_up"  # sealed and its backup verified
+    BACKUP_FAILED = "backup_failed"  # the last backup attempt failed (the agent tries again)
+    BACKUP_PARKED = "backup_parked"  # BACKUP_MAX_TRIES attempts failed: waits for a restart or backup-retry
+    REOPENED = "reopened"  # grew after its seal: the late lines are being published, a new seal follows
+    REWRITTEN = "rewritten"  # shrank or changed its first bytes after its seal: no longer read
+
+
+def file_state(stage: CursorStage, *, sealed: bool, backup_status: str | None) -> FileState:
+    """The state of a file whose cursor is at ``stage``; ``sealed`` and ``backup_status`` are about
+    the revision the cursor is at.
+
+    A failed or parked backup shows whether or not the seal is recorded (it needs attention either
+    way); a verified backup counts only once the file is sealed, because sealing is the contract's
+    "finished" signal and the two agents finish in either order.
+    """
+    direct = {
+        CursorStage.TAILING: FileState.TAILING,
+        CursorStage.SKIPPED: FileState.SKIPPED,
+        CursorStage.REOPENED: FileState.REOPENED,
+        CursorStage.REWRITTEN: FileState.REWRITTEN,
+    }
+    if stage in direct:
+        return direct[stage]
+    if backup_status == "parked":
+        return FileState.BACKUP_PARKED
+    if backup_status == "failed":
+        return FileState.BACKUP_FAILED
+    if not sealed:
+        return FileState.FINALIZED
+    if backup_status == "ok":
+        return FileState.BACKED_UP
+    return FileState.SEALED
+
+
 @dataclass(frozen=True)
 class FileCursor:
     """Resume point and running totals of one hour file.

@@ -10,19 +10,22 @@ network: the endpoints are not authenticated.
                                 app that serves its own ``/`` keeps it
 ``/metrics``                    Prometheus text exposition of the ``hyperdata_sidecar_*`` metrics
 ``/healthz``                    liveness: 200 while the worker's event loop answers
-``/readyz``                     readiness: 200 when the tables are recovered, the producer is
-                                connected and WATCH_DIR is readable; else 503 with ``reasons``
+``/readyz``                     readiness: 200 when the runtime runs (tables recovered, producer
+                                connected), no table is held and WATCH_DIR is readable; else 503
+                                with ``reasons``
 ``/sidecar/files/``             every tracked hour file: offset, size, lag, held bytes, lines,
                                 DLQ lines and state (tailing, skipped, finalized, sealed,
                                 backed_up, backup_failed)
 ``/sidecar/seals/?limit=N``     the N (default 50, at most 1000) most recent seals, newest first
+``/sidecar/snapshots/?limit=N`` the N newest published node snapshot events (with their backup
+                                status) and the snapshots still waiting
 ``/sidecar/dlq/``               DLQ line counts per table and reason
 ``/sidecar/status/``            the status page's data as JSON
 ``/table/<name>/<key>/``        Faust's own table view; see below
 ==============================  ==========================================================
 
 Faust's table view works for the sidecar's tables (``sidecar-offsets``, ``sidecar-seals``,
-``sidecar-backups``), whose keys are paths containing ``/``: percent-encode the slashes in the
+``sidecar-backups``, ``sidecar-snapshots``), whose keys are paths containing ``/``: percent-encode the slashes in the
 key, e.g. ``/table/sidecar-offsets/node_fills_streaming%2Fhourly%2F20260610%2F13/``. aiohttp
 matches routes on the still-encoded path (``URL.path_safe``) and decodes the key afterwards, so
 ``%2F`` reaches the table as ``/``; with the slashes unencoded the route does not match (404).

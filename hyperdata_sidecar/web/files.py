@@ -8,63 +8,14 @@ Only metadata is ever reported, never file contents.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
+from hyperdata_sidecar.core.cursor import GROWING, FileCursor, FileState, file_state
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.seal import revision_of
-
-
-class FileState(str, enum.Enum):
-    """Where a file is, as an operator sees it (derived, never stored)."""
-
-    TAILING = "tailing"  # being published; may still grow
-    SKIPPED = "skipped"  # before the start point under INITIAL_POSITION=end; never published
-    FINALIZED = "finalized"  # read to its end and handed to the sealer; no seal of this revision recorded yet
-    SEALED = "sealed"  # seal published; backup not done (pending, or backups disabled)
-    BACKED_UP = "backed_up"  # sealed and its backup verified
-    BACKUP_FAILED = "backup_failed"  # the last backup attempt failed (the agent tries again)
-    BACKUP_PARKED = "backup_parked"  # BACKUP_MAX_TRIES attempts failed: waits for a restart or backup-retry
-    REOPENED = "reopened"  # grew after its seal: the late lines are being published, a new seal follows
-    REWRITTEN = "rewritten"  # shrank or changed its first bytes after its seal: no longer read
-
-
-def file_state(stage: CursorStage, *, sealed: bool, backup_status: str | None) -> FileState:
-    """The state of a file whose cursor is at ``stage``; ``sealed`` and ``backup_status`` are about
-    the revision the cursor is at.
-
-    A failed or parked backup shows whether or not the seal is recorded (it needs attention either
-    way); a verified backup counts only once the file is sealed, because sealing is the contract's
-    "finished" signal and the two agents finish in either order.
-    """
-    direct = {
-        CursorStage.TAILING: FileState.TAILING,
-        CursorStage.SKIPPED: FileState.SKIPPED,
-        CursorStage.REOPENED: FileState.REOPENED,
-        CursorStage.REWRITTEN: FileState.REWRITTEN,
-    }
-    if stage in direct:
-        return direct[stage]
-    if backup_status == "parked":
-        return FileState.BACKUP_PARKED
-    if backup_status == "failed":
-        return FileState.BACKUP_FAILED
-    if not sealed:
-        return FileState.FINALIZED
-    if backup_status == "ok":
-        return FileState.BACKED_UP
-    return FileState.SEALED
-
-
-@dataclass(frozen=True)
-class LiveFile:
-    """What only the running tailer knows about a file: its size as last seen and held partial bytes."""
-
-    size: int
-    held_bytes: int
+from hyperdata_sidecar.ports import LiveFile
 
 
 @dataclass(frozen=True)
@@ -95,7 +46,6 @@ class FileStatus:
 
 
 BACKUP_FIELDS = ("status", "sink", "attempts", "reason", "error", "ref", "revision", "at")
-GROWING = (CursorStage.TAILING, CursorStage.REOPENED)  # stages whose size on disk runs ahead of the offset
 
 
 def file_statuses(

@@ -1,33 +1,35 @@
-"""The sidecar's pages on the Faust web server. All are GET-only and read-only."""
+"""The sidecar's pages on the Faust web server. All are GET-only and read-only: they read the
+sidecar's read model (:class:`~hyperdata_sidecar.ports.SidecarView`) and change nothing, metrics
+included (the state gauges are refreshed by a timer)."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import faust
 from faust.web import Request, Response, View
 
+from hyperdata_sidecar.ports import SidecarView
 from hyperdata_sidecar.web import snapshot
 from hyperdata_sidecar.web.history import EVERY_S, History
 from hyperdata_sidecar.web.page import render_page
 from hyperdata_sidecar.web.rates import LineRates
 
-if TYPE_CHECKING:
-    from hyperdata_sidecar.plugin import Sidecar
-
 SEALS_DEFAULT_LIMIT = 50
 SEALS_MAX_LIMIT = 1000
 RATE_SAMPLE_S = 1.0
+GAUGES_EVERY_S = 1.0  # how often the state gauges are brought up to date (a scrape sees them at most this old)
 
 
-def install_pages(sidecar: Sidecar) -> None:
-    """Register the sidecar's pages and the timers that sample line rates and the charts' history on ``sidecar.app``.
+def install_pages(app: faust.App, sidecar: SidecarView) -> None:
+    """Register the sidecar's pages and the timers that sample line rates and the charts' history
+    and refresh the state gauges on ``app``.
 
     Must run before the web server starts (``install`` calls it): the pages are registered before
     Faust's own blueprints, which is what lets the status page take ``/`` from Faust's index. A host
     app that registered its own ``/`` first keeps it; the status page is always at ``/sidecar/`` too.
     """
-    app = sidecar.app
     rates = LineRates()
     history = History()
 
@@ -40,6 +42,10 @@ def install_pages(sidecar: Sidecar) -> None:
         totals = sidecar.metrics.lines_published_totals()
         history.record(time.time(), totals, {table: sidecar.metrics.publish_lag_seconds(table) for table in totals})
 
+    @app.timer(GAUGES_EVERY_S, name="hyperdata_sidecar.web.refresh_gauges")
+    async def refresh_gauges(*_: Any) -> None:
+        snapshot.refresh_gauges(sidecar)
+
     async def status_page(view: View, request: Request) -> Response:
         return view.html(render_page(snapshot.status(sidecar, rates, history)), headers={"Cache-Control": "no-store"})
 
@@ -50,7 +56,6 @@ def install_pages(sidecar: Sidecar) -> None:
 
     @app.page("/metrics", name="hyperdata_sidecar.metrics")
     async def metrics(view: View, request: Request) -> Response:
-        snapshot.refresh_gauges(sidecar)
         body, content_type = sidecar.metrics.render()
         # Passed as a header, not content_type=, so the exposition format's version parameter survives.
         return view.bytes(body, headers={"Content-Type": content_type})
@@ -61,8 +66,7 @@ def install_pages(sidecar: Sidecar) -> None:
 
     @app.page("/readyz", name="hyperdata_sidecar.readyz")
     async def readyz(view: View, request: Request) -> Response:
-        reasons = snapshot.not_ready_reasons(sidecar)
-        sidecar.metrics.set_ready(not reasons)
+        reasons = sidecar.not_ready_reasons()
         return view.json({"ready": not reasons, "reasons": reasons}, status=503 if reasons else 200)
 
     @app.page("/sidecar/files/", name="hyperdata_sidecar.files")

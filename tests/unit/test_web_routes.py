@@ -14,11 +14,13 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from hyperdata_sidecar.config import load_settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
+from hyperdata_sidecar.core.lifecycle import Phase
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.plugin import Sidecar, install
 from hyperdata_sidecar.snapshots import SnapshotWatcher
 from hyperdata_sidecar.tailer import TableTailer
+from hyperdata_sidecar.web import snapshot
 
 FILLS = "node_fills_streaming"
 SECRET = "sasl-password-never-shown"
@@ -50,12 +52,19 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Sidecar, TestClient]]:
         yield sidecar, client
 
 
+def refresh_state(sidecar: Sidecar) -> None:
+    """What the readiness and gauge timers do every second (a scrape itself changes nothing)."""
+    sidecar.refresh_readiness()
+    snapshot.refresh_gauges(sidecar)
+
+
 def run_as_started(sidecar: Sidecar, stored: dict[str, dict[str, FileCursor]]) -> None:
     """Put the sidecar in the state its runtime reaches after recovery: tailers built, producer connected."""
     sidecar.dataplane.partitions = dict.fromkeys(sidecar.settings.contract_topics(), 3)
     for spec in TABLES:
         sidecar.tailers[spec.dir_name] = TableTailer(spec, sidecar.settings, sidecar, sidecar.dataplane, stored.get(spec.dir_name, {}))
-    sidecar.synced = True
+    for phase in (Phase.CONNECTING, Phase.SYNCING, Phase.RUNNING):
+        sidecar.lifecycle.move(phase)
     sidecar.broker_connected = True
 
 
@@ -135,11 +144,12 @@ async def test_metrics_are_served_in_the_prometheus_text_format(served) -> None:
     assert f'hyperdata_sidecar_lines_published_total{{table="{FILLS}"}} 5.0' in text
 
 
-async def test_a_scrape_refreshes_readiness_and_the_current_files_lag_from_disk(served) -> None:
+async def test_the_state_timers_refresh_readiness_and_the_current_files_lag_from_disk(served) -> None:
     sidecar, client = served
     relpath = f"{FILLS}/hourly/20260610/13"
     write_hour(sidecar, relpath, b'{"a":1}\n' * 10 + b'{"partial')
     run_as_started(sidecar, {FILLS: {relpath: FileCursor(path=relpath, byte_offset=16)}})
+    refresh_state(sidecar)
     text = await (await client.get("/metrics")).text()
 
     assert "hyperdata_sidecar_ready 1.0" in text
@@ -147,7 +157,7 @@ async def test_a_scrape_refreshes_readiness_and_the_current_files_lag_from_disk(
     assert f'hyperdata_sidecar_files_tailed{{table="{FILLS}"}} 1.0' in text
 
 
-async def test_a_scrape_reports_the_age_of_the_oldest_finalized_file_without_a_seal(served) -> None:
+async def test_the_gauges_report_the_age_of_the_oldest_finalized_file_without_a_seal(served) -> None:
     sidecar, client = served
     older, newer = (f"{FILLS}/hourly/20260610/{h}" for h in (11, 12))
     finalized = {
@@ -155,13 +165,14 @@ async def test_a_scrape_reports_the_age_of_the_oldest_finalized_file_without_a_s
         for path, age in ((older, 600), (newer, 60))
     }
     run_as_started(sidecar, {FILLS: finalized})
+    refresh_state(sidecar)
     text = await (await client.get("/metrics")).text()
     age = float(re.search(rf'oldest_unsealed_finalized_age_seconds{{table="{FILLS}"}} (\S+)', text).group(1))
 
     assert age >= 600
 
 
-async def test_a_scrape_reports_since_when_the_oldest_hour_not_skipped_lacks_a_seal(served) -> None:
+async def test_the_gauges_report_since_when_the_oldest_hour_not_skipped_lacks_a_seal(served) -> None:
     sidecar, client = served
     skipped, finalized, tailing = (f"{FILLS}/hourly/20260610/{h}" for h in (10, 11, 12))
     run_as_started(sidecar, {FILLS: {
@@ -171,6 +182,7 @@ async def test_a_scrape_reports_since_when_the_oldest_hour_not_skipped_lacks_a_s
     }})
     end_of_11 = calendar.timegm((2026, 6, 10, 12, 0, 0))
     before = time.time()
+    refresh_state(sidecar)
     text = await (await client.get("/metrics")).text()
     after = time.time()
     age = float(re.search(rf'oldest_unsealed_hour_age_seconds{{table="{FILLS}"}} (\S+)', text).group(1))
@@ -246,6 +258,15 @@ async def test_snapshots_view_lists_published_events_newest_first_with_their_bac
     assert (await client.get("/sidecar/snapshots/?limit=x")).status == 400
     page = await (await client.get("/sidecar/")).text()
     assert "Last node snapshots" in page and "node_fills_streaming" in page
+
+
+async def test_a_scrape_and_a_readiness_probe_change_no_metric(served) -> None:
+    sidecar, client = served
+    run_as_started(sidecar, {})
+    first = await (await client.get("/metrics")).text()
+    assert (await client.get("/readyz")).status == 200
+    assert "hyperdata_sidecar_ready 0.0" in first  # the timer has not run: the probe did not write it either
+    assert "hyperdata_sidecar_ready 0.0" in await (await client.get("/metrics")).text()
 
 
 async def test_pages_are_read_only(served) -> None:
