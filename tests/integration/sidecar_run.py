@@ -51,6 +51,11 @@ class Sidecar:
         assert self.worker is not None
         self.worker.wait_until(lambda: len(self.events(name)) >= count, f"{count} {name!r} log events")
 
+    async def until_events(self, name: str, count: int = 1) -> None:
+        """:meth:`wait_for_events` for async tests."""
+        assert self.worker is not None
+        await self.worker.until(lambda: len(self.events(name)) >= count, f"{count} {name!r} log events")
+
     async def verify(self, **kwargs: Any) -> VerifyReport:
         kwargs.setdefault("timeout_s", 120.0)
         return await verify(

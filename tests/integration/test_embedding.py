@@ -49,8 +49,8 @@ async def test_the_host_agent_counts_the_lines_the_embedded_sidecar_publishes(em
     await apply_contract(kafka_bootstrap, load_contract(worker.env))  # the host agent subscribes to the fills topic
     worker.start()
 
-    worker.wait_until(lambda: worker.get_json("/fills/per-coin/") == expected, "the host agent's counts per coin")
-    worker.wait_until(
+    await worker.until(lambda: worker.get_json("/fills/per-coin/") == expected, "the host agent's counts per coin")
+    await worker.until(
         lambda: len(worker.get_json("/sidecar/seals/")["seals"]) == (HOURS - 1) * len(TABLES),
         "the sidecar to seal every finished hour",
     )

@@ -62,7 +62,7 @@ async def test_an_installed_worker_publishes_started_from(
     sidecar.worker = worker = InstalledWorker(installed_faust, sidecar.env, cwd, tmp_path / "run")
     worker.start()
     try:
-        sidecar.wait_for_events("startup")
+        await sidecar.until_events("startup")
         report = await sidecar.verify(backup_dir=sidecar.backups)
     finally:
         assert worker.stop() == 0, worker.log_tail()

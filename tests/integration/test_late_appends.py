@@ -43,15 +43,15 @@ async def test_a_late_append_is_published_under_the_files_tagged_ids_and_sealed_
     sidecar = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix)
     worker = sidecar.start()
     try:
-        worker.wait_until(lambda: seal_revisions(sidecar, SEALED) == [1], "the first seal")
-        sidecar.wait_for_events("backup", 3)
-        worker.wait_until(lambda: caught_up(worker, sidecar.watch), "the catch-up")
+        await worker.until(lambda: seal_revisions(sidecar, SEALED) == [1], "the first seal")
+        await sidecar.until_events("backup", 3)
+        await worker.until(lambda: caught_up(worker, sidecar.watch), "the catch-up")
         topics = default_topics(sidecar.env)
         before = await end_offsets(kafka_bootstrap, topics)
         with open(sealed_file, "ab") as f:
             f.write(whole[-25:] + late_lines(tmp_path))
-        worker.wait_until(lambda: seal_revisions(sidecar, SEALED) == [1, 2], "the seal of revision 2")
-        worker.wait_until(lambda: sum(e["path"] == SEALED for e in sidecar.events("backup")) == 2, "the second backup")
+        await worker.until(lambda: seal_revisions(sidecar, SEALED) == [1, 2], "the seal of revision 2")
+        await worker.until(lambda: sum(e["path"] == SEALED for e in sidecar.events("backup")) == 2, "the second backup")
         report = await sidecar.verify(backup_dir=sidecar.backups)
         late = await records_since(kafka_bootstrap, topics, before)
         counted = metric_value(worker, "hyperdata_sidecar_late_appends_total", table=FILLS)
@@ -77,13 +77,13 @@ async def test_a_sealed_file_that_shrinks_is_reported_and_nothing_is_published_a
     sidecar = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix, BACKUP_SINK="none")
     worker = sidecar.start()
     try:
-        worker.wait_until(lambda: seal_revisions(sidecar, SEALED) == [1], "the first seal")
-        worker.wait_until(lambda: caught_up(worker, sidecar.watch), "the catch-up")
+        await worker.until(lambda: seal_revisions(sidecar, SEALED) == [1], "the first seal")
+        await worker.until(lambda: caught_up(worker, sidecar.watch), "the catch-up")
         topics = default_topics(sidecar.env)
         before = await end_offsets(kafka_bootstrap, topics)
         sealed_file = sidecar.watch / SEALED
         sealed_file.write_bytes(sealed_file.read_bytes()[:1000])
-        sidecar.wait_for_events("sealed_file_rewritten")
+        await sidecar.until_events("sealed_file_rewritten")
         counted = metric_value(worker, "hyperdata_sidecar_sealed_files_rewritten_total", table=FILLS, reason="truncated")
         shown = problems(worker)
         state = {f["path"]: f["state"] for f in worker.get_json("/sidecar/files/")["files"]}[SEALED]

@@ -82,8 +82,8 @@ async def test_a_seal_already_on_the_topic_is_not_published_again(tmp_path, kafk
         await producer.stop()
     worker = sidecar.start()
     try:
-        sidecar.wait_for_events("seal", 2)  # the other two tables' hour 22
-        sidecar.wait_for_events("seal_found_on_topic")
+        await sidecar.until_events("seal", 2)  # the other two tables' hour 22
+        await sidecar.until_events("seal_found_on_topic")
     finally:
         assert worker.stop() == 0
     seals = await read_seals(kafka_bootstrap, sidecar.env["TOPIC_SEALS"])
@@ -95,7 +95,7 @@ async def test_sigkill_right_after_finalization_still_gives_exactly_one_seal(tmp
     write_corpus(tmp_path / "watch", hours=2, lines=3000)
     sidecar = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix)
     worker = sidecar.start()
-    sidecar.wait_for_events("file_finalized")
+    await sidecar.until_events("file_finalized")
     os.killpg(worker._process.pid, signal.SIGKILL)
     worker._process.wait()
     worker = sidecar.start()
@@ -115,12 +115,12 @@ async def test_unwritable_backup_dir_is_retried_until_it_can_be_written(tmp_path
     sidecar = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix, BACKUP_DIR=str(blocked))
     worker = sidecar.start()
     try:
-        sidecar.wait_for_events("backup_failed", 2)
+        await sidecar.until_events("backup_failed", 2)
         status, _, metrics = worker.get("/metrics")
         assert status == 200 and b'hyperdata_sidecar_backups_total{result="failed"}' in metrics
         blocked.unlink()
         blocked.mkdir()
-        sidecar.wait_for_events("backup", 3)
+        await sidecar.until_events("backup", 3)
     finally:
         assert worker.stop() == 0
     for event in sidecar.events("backup"):

@@ -73,10 +73,10 @@ async def test_each_snapshot_is_announced_once_with_offsets_that_split_every_par
     sidecar = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix, SNAPSHOT_GRACE_MS="500")
     worker = sidecar.start()
     try:
-        sidecar.wait_for_events("snapshot", 2)
-        worker.wait_until(lambda: caught_up(worker, sidecar.watch), "the catch-up")
-        sidecar.wait_for_events("seal", 6)
-        worker.wait_until(lambda: len(sidecar.events("backup")) >= 8, "6 hour files and 2 snapshots backed up")
+        await sidecar.until_events("snapshot", 2)
+        await worker.until(lambda: caught_up(worker, sidecar.watch), "the catch-up")
+        await sidecar.until_events("seal", 6)
+        await worker.until(lambda: len(sidecar.events("backup")) >= 8, "6 hour files and 2 snapshots backed up")
         view = worker.get_json("/sidecar/snapshots/")
         emitted = metric_value(worker, "hyperdata_sidecar_snapshots_emitted_total")
     finally:
@@ -125,8 +125,8 @@ async def test_a_sigkill_between_a_snapshots_completion_and_its_event_still_give
     waiting = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix, SNAPSHOT_GRACE_MS="200", SNAPSHOT_OFFSETS_WAIT_S="3600")
     worker = waiting.start()
     try:
-        waiting.wait_for_events("snapshot_complete")
-        worker.wait_until(lambda: caught_up(worker, waiting.watch), "the catch-up")
+        await waiting.until_events("snapshot_complete")
+        await worker.until(lambda: caught_up(worker, waiting.watch), "the catch-up")
         assert worker.get_json("/sidecar/snapshots/")["waiting"][0]["waiting_for"] == "offsets"
         kill(worker)
     finally:
@@ -137,8 +137,8 @@ async def test_a_sigkill_between_a_snapshots_completion_and_its_event_still_give
     restarted.env["NODE_ID"] = waiting.env["NODE_ID"]
     worker = restarted.start()
     try:
-        restarted.wait_for_events("snapshot")
-        worker.wait_until(lambda: any(e["path"] == relpath for e in restarted.events("backup")), "the snapshot's backup")
+        await restarted.until_events("snapshot")
+        await worker.until(lambda: any(e["path"] == relpath for e in restarted.events("backup")), "the snapshot's backup")
     finally:
         assert worker.stop() == 0
     events = await read_events(kafka_bootstrap, restarted.env["TOPIC_SNAPSHOTS"])

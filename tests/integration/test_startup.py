@@ -20,7 +20,7 @@ async def test_the_sidecar_may_start_before_the_node_creates_its_tables(tmp_path
     sidecar = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix, BACKUP_SINK="none")
     worker = sidecar.start()
     try:
-        sidecar.wait_for_events("table_dir_missing", 3)
+        await sidecar.until_events("table_dir_missing", 3)
         write_corpus(sidecar.watch, hours=2, lines=900)
         report = await sidecar.verify()
     finally:

@@ -16,7 +16,7 @@ async def test_ragged_appends_across_a_day_boundary_arrive_exactly_once(tmp_path
     sidecar = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix)
     worker = sidecar.start()
     try:
-        sidecar.wait_for_events("startup")
+        await sidecar.until_events("startup")
         replayed = await replay_ragged(corpus, sidecar.watch)
         report = await sidecar.verify(backup_dir=sidecar.backups)
     finally:
@@ -43,7 +43,7 @@ async def test_sigkill_mid_catch_up_loses_nothing_and_duplicates_only_the_last_w
     def acked() -> int:
         return sum(f["offset"] for f in worker.get_json("/sidecar/files/")["files"])
 
-    worker.wait_until(lambda: acked() > 0, "the first checkpoints")
+    await worker.until(lambda: acked() > 0, "the first checkpoints")
     at_kill = acked()
     os.killpg(worker._process.pid, signal.SIGKILL)
     worker._process.wait()

@@ -7,6 +7,7 @@ handling. The worker runs in its own temp directory with an environment built fr
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import os
@@ -136,14 +137,23 @@ class WorkerProcess:
     def wait_until(self, condition: Callable[[], bool], what: str) -> None:
         """Poll ``condition`` until it holds; fail naming ``what`` (with the worker's log) after DEADLINE_S."""
         deadline = time.monotonic() + DEADLINE_S
-        while True:
-            if self._process is not None and self._process.poll() is not None:
-                pytest.fail(f"worker exited ({self._process.returncode}) while waiting for {what}:\n{self.log_tail()}")
-            try:
-                if condition():
-                    return
-            except (AssertionError, ValueError, KeyError):
-                pass  # not there yet: an endpoint not up, a value not written
-            if time.monotonic() > deadline:
-                pytest.fail(f"gave up after {DEADLINE_S:.0f}s waiting for {what}:\n{self.log_tail()}")
+        while not self._reached(condition, what, deadline):
             time.sleep(0.2)
+
+    async def until(self, condition: Callable[[], bool], what: str) -> None:
+        """:meth:`wait_until` for async tests: the same checks, sleeping without blocking the loop."""
+        deadline = time.monotonic() + DEADLINE_S
+        while not self._reached(condition, what, deadline):
+            await asyncio.sleep(0.2)
+
+    def _reached(self, condition: Callable[[], bool], what: str, deadline: float) -> bool:
+        if self._process is not None and self._process.poll() is not None:
+            pytest.fail(f"worker exited ({self._process.returncode}) while waiting for {what}:\n{self.log_tail()}")
+        try:
+            if condition():
+                return True
+        except (AssertionError, ValueError, KeyError):
+            pass  # not there yet: an endpoint not up, a value not written
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up after {DEADLINE_S:.0f}s waiting for {what}:\n{self.log_tail()}")
+        return False
