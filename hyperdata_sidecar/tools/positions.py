@@ -107,11 +107,14 @@ def misplaced_records(
     return PartitionBlocks(records).misplaced(height, resume, partial=partial)
 
 
-def range_problems(path: str, first: int, last: int, records: Sequence[tuple[int, str | None, int | None]]) -> list[str]:
+def range_problems(
+    path: str, first: int, last: int, records: Sequence[tuple[int, str | None, int | None]], *, every_line: bool = True
+) -> list[str]:
     """What is wrong with a seal's claim that ``[first, last]`` of one partition holds the lines of
     ``path`` there. ``records``: the partition's records as (offset, source, line offset), in offset
-    order. Empty when the records at first and at last are lines of ``path`` and every line of
-    ``path`` in the partition has a copy within the range."""
+    order. Empty when the records at first and at last are lines of ``path`` and (``every_line``)
+    every line of ``path`` in the partition has a copy within the range. An earlier revision's
+    seal is checked without ``every_line``: lines appended after it lie beyond its range."""
     if first > last:
         return [f"range [{first}, {last}] ends before it begins"]
     at = {offset: (source, line_offset) for offset, source, line_offset in records}
@@ -122,6 +125,8 @@ def range_problems(path: str, first: int, last: int, records: Sequence[tuple[int
         elif at[offset][0] != path:
             source, line_offset = at[offset]
             out.append(f"{name} offset {offset} holds a line of {source}@{line_offset}, not of this file")
+    if not every_line:
+        return out
     mine = [(offset, line_offset) for offset, source, line_offset in records if source == path]
     inside = {line_offset for offset, line_offset in mine if first <= offset <= last}
     outside = [(offset, line_offset) for offset, line_offset in mine if line_offset not in inside]

@@ -6,6 +6,7 @@ The broker side comes in as plain records (already consumed and digested by the 
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -74,6 +75,16 @@ class Observed:
     seals: list[SealRecord] = field(default_factory=list)
     topic_tables: dict[str, str] = field(default_factory=dict)
     partitions: dict[str, int] = field(default_factory=dict)
+
+    def data_by_partition(self) -> dict[tuple[str, int], list[DataRecord]]:
+        """The data records of each (topic, partition), in offset order."""
+        out: dict[tuple[str, int], list[DataRecord]] = {}
+        for record in self.data:
+            out.setdefault((record.topic, record.partition), []).append(record)
+        for records in out.values():
+            if any(a.offset > b.offset for a, b in itertools.pairwise(records)):
+                records.sort(key=lambda r: r.offset)
+        return out
 
 
 def reconcile(

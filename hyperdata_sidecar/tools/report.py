@@ -22,6 +22,7 @@ FAILING_KINDS: dict[str, str] = {
     "seal_wrong": "a seal does not describe its file (the latest revision) or a prefix of it (an earlier one)",
     "seal_duplicate": "a finalized file has more than one seal of one revision",
     "seal_unexpected": "a seal for a file that is not finalized or not in the tree",
+    "seal_offsets": "a seal's offset range does not hold its file (first or last is not its record, or a line has no copy inside)",
     "backup_missing": "a finalized file has no backup",
     "backup_wrong": "a backup differs from its file (sha256)",
 }
@@ -72,6 +73,8 @@ class TableReport:
     dlq_ok: int = 0
     seals_ok: int = 0
     backups_ok: int = 0
+    seal_ranges: int = 0  # seals carrying offset ranges, checked
+    seal_ranges_ok: int = 0
     counts: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -91,6 +94,8 @@ class TableReport:
             "dlq_ok": self.dlq_ok,
             "seals_ok": self.seals_ok,
             "backups_ok": self.backups_ok,
+            "seal_ranges": self.seal_ranges,
+            "seal_ranges_ok": self.seal_ranges_ok,
             "counts": dict(self.counts),
         }
 
@@ -190,6 +195,7 @@ class VerifyReport:
             )
             for row in rows
         ]
+        out.extend(self._position_lines())
         kinds = {**FAILING_KINDS, **TOLERATED_KINDS}
         for kind, meaning in kinds.items():
             total = self.count(kind)
@@ -208,3 +214,12 @@ class VerifyReport:
             f"{self.duplicates} duplicates (allowed {self.allowed_duplicates})"
         )
         return "\n".join(out)
+
+    def _position_lines(self) -> list[str]:
+        """The summary's line on seal offset ranges (none when no seal carried them)."""
+        out = []
+        checked = sum(t.seal_ranges for t in self.tables.values())
+        if checked:
+            ok = sum(t.seal_ranges_ok for t in self.tables.values())
+            out.append(f"seal offset ranges ok: {ok}/{checked}")
+        return out

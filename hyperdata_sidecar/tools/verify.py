@@ -9,6 +9,8 @@ Run it on a tree that has stopped growing: expectations are read at the start (a
 after reading the seal topic when a file grew after its seal, since its earlier revisions decide
 its late lines' ids). The topics should be dedicated to the sidecars being checked (records for
 files outside the tree fail the run, unless ``node`` says several sidecars share them).
+
+It also checks the offset ranges of the seals that carry them (``seal_ranges``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from hyperdata_sidecar.tools.reconcile import (
     reconcile,
 )
 from hyperdata_sidecar.tools.report import VerifyReport
+from hyperdata_sidecar.tools.seal_ranges import check_seal_ranges
 
 DLQ = "dlq"
 SEALS = "seals"
@@ -139,6 +142,7 @@ async def verify(
         )
     backups = await asyncio.to_thread(_backup_digests, files, backup_dir) if backup_dir is not None else None
     report = reconcile(files, observed, node=node, backups=backups, allowed_duplicates=allowed_duplicates, ignore=ignore)
+    check_seal_ranges(report, observed, node=node, ignore=ignore)
     report.notes.extend(
         f"topic {name} does not exist" for name in sorted(set(topics.values()) - set(partitions))
     )

@@ -167,3 +167,11 @@ def test_a_line_of_the_file_outside_the_range_is_wrong_unless_a_copy_is_inside()
         "1 record(s) of the file outside [1, 5] with no copy inside, e.g. offset 0 (line @0)"
     ]
     assert range_problems(A, 0, 2, records) == []  # the copies at 4 and 5 repeat lines inside
+
+
+def test_an_earlier_revisions_range_need_not_hold_the_lines_appended_after_it():
+    records = records_of((A, 0), (A, 10), (B, 0), (A, 20))
+
+    assert range_problems(A, 0, 1, records, every_line=False) == []
+    assert range_problems(A, 0, 2, records, every_line=False) == [f"last offset 2 holds a line of {B}@0, not of this file"]
+    assert range_problems(A, 0, 1, records) != []
