@@ -10,21 +10,32 @@ partitions files by local time). Now and then a line carries several events.
 Optionally every ``bad_every``-th line of a table is followed by a line the sidecar must send to
 the DLQ (blank, malformed, no_block, no_coin or oversize, in turn); the summary lists where each
 one is, with its reason.
+
+Optionally (``snapshot_every``) it also writes the node's snapshots,
+``periodic_abci_states/<YYYYMMDD>/<height>.rmp``, at every height that is a multiple of
+``snapshot_every`` (the node writes one every ~10,000 blocks, at round heights) and that every
+table passes (has a block above it), so each has lines on both sides in every table. The date
+directory is the UTC date of that block's ``block_time`` (the earliest among the tables: each
+table's stream keeps its own block clock here). The content is ``snapshot_bytes`` of seeded
+pseudo-random bytes, not msgpack: the sidecar only sizes and hashes a snapshot, it never parses
+one. A real one is ~1.3 GB.
 """
 
 from __future__ import annotations
 
 import calendar
 import datetime
+import hashlib
 import random
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from hyperdata_sidecar.core.hourfile import HourFile
+from hyperdata_sidecar.core.snapshots import SnapshotFile
 from hyperdata_sidecar.tools.shapes import (
     BOOK_DIFFS,
     FILLS,
@@ -53,11 +64,15 @@ BAD_KINDS: tuple[str, ...] = ("blank", "malformed", "no_block", "no_coin")
 OVERSIZE_BYTES = 8 * 1024 * 1024 + 1024
 """Length of an injected oversize line: just past the sidecar's 8 MiB line limit."""
 
+DEFAULT_SNAPSHOT_BYTES = 1024 * 1024
+"""Size of a generated snapshot unless told otherwise; a real one is ~1.3 GB."""
+
 FIRST_BLOCK = 1_030_140_001
 _BLOCK_LAG_NS = 350_000_000  # block_time trails local_time: the node writes a block after it is produced
 _MULTI_EVENT_RATE = 1 / 2_000
 _FLUSH_BYTES = 4 * 1024 * 1024
 _BATCH_LINES = 65_536
+_SNAPSHOT_WRITE_BYTES = 4 * 1024 * 1024
 _LINE = b'{"local_time":"%s.%09d","block_time":"%s","block_number":%d,"events":[%s]}\n'
 _NS = 1_000_000_000
 
@@ -84,6 +99,16 @@ class FileSummary:
     last_block: int | None = None
 
 
+@dataclass(frozen=True)
+class SnapshotSummary:
+    """One generated node snapshot: where, at which height, its size and sha256."""
+
+    relpath: str
+    height: int
+    size: int
+    sha256: str
+
+
 @dataclass
 class CorpusSummary:
     """What :func:`generate_corpus` wrote, and how fast."""
@@ -91,6 +116,7 @@ class CorpusSummary:
     root: str
     files: list[FileSummary] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
+    snapshots: list[SnapshotSummary] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -114,6 +140,7 @@ class CorpusSummary:
             "mb_per_s": round(self.mb_per_s, 1),
             "files": [asdict(f) for f in self.files],
             "bad_lines": [asdict(b) for b in self.bad_lines],
+            "snapshots": [asdict(s) for s in self.snapshots],
         }
 
 
@@ -141,6 +168,47 @@ def parse_start(text: str) -> datetime.datetime:
     raise ValueError(f"start {text!r} is not YYYYMMDD/H, YYYYMMDD:H or YYYY-MM-DDTHH")
 
 
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?)b?", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """A byte count from ``"1048576"``, ``"1MiB"``, ``"64k"`` or ``"1.3GB"`` (k, M, G, T are powers of
+    1000; Ki, Mi, Gi, Ti of 1024). Raises ValueError."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None or (match.group(3) and not match.group(2)):
+        raise ValueError(f"size {text!r} is not a byte count such as 1048576, 1MiB or 1.3GB")
+    number, unit, binary = match.groups()
+    base = 1024 if binary else 1000
+    return int(float(number) * base ** " kmgt".index(unit.lower() or " "))
+
+
+def snapshot_heights(every: int, first_block: int, last_blocks: Iterable[int]) -> list[int]:
+    """The heights of a corpus's snapshots: multiples of ``every`` from ``first_block`` on that every
+    table passes, i.e. below each table's last block (``last_blocks``, one per table with lines)."""
+    lasts = list(last_blocks)
+    if not lasts:
+        return []
+    first = -(-first_block // every) * every
+    return list(range(first, min(lasts), every))
+
+
+def write_snapshot(root: Path, snapshot: SnapshotFile, size: int, seed: int) -> SnapshotSummary:
+    """Write ``snapshot`` under ``root``: ``size`` seeded pseudo-random bytes (the same seed, height
+    and size give the same bytes), a few MiB per write, to its final name as the node does."""
+    path = root / snapshot.relpath
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(f"{seed}:snapshot:{snapshot.height}")
+    digest = hashlib.sha256()
+    with open(path, "wb") as out:
+        left = size
+        while left > 0:
+            block = rng.randbytes(min(_SNAPSHOT_WRITE_BYTES, left))
+            out.write(block)
+            digest.update(block)
+            left -= len(block)
+    return SnapshotSummary(snapshot.relpath, snapshot.height, size, digest.hexdigest())
+
+
 def generate_corpus(
     out_dir: Path,
     *,
@@ -153,14 +221,18 @@ def generate_corpus(
     multi_event_rate: float = _MULTI_EVENT_RATE,
     bad_every: int | None = None,
     bad_kinds: Sequence[str] = BAD_KINDS,
+    snapshot_every: int | None = None,
+    snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES,
 ) -> CorpusSummary:
     """Write ``hours`` hour files per table under ``out_dir``, starting at ``start``'s hour (UTC).
 
     ``lines_per_hour``: good lines per hour per table (dir name → count), or a total split in the
     production mix. ``lines_per_block``: mean lines per block per table, or one mean for all
-    (default: production). The same arguments always produce the same bytes. Existing files at
-    the generated paths are replaced. Raises ValueError for an unknown table, a negative count or
-    an unknown bad kind.
+    (default: production). ``snapshot_every``: also write a snapshot of ``snapshot_bytes`` at
+    every height that is a multiple of it and that every table passes (module docstring). The
+    same arguments always produce the same bytes. Existing files at the generated paths are
+    replaced. Raises ValueError for an unknown table, a negative count, an unknown bad kind or a
+    snapshot interval or size below 1.
     """
     per_hour = _per_table(lines_per_hour, split_lines_per_hour, "lines_per_hour")
     per_block = _per_table(
@@ -173,9 +245,12 @@ def generate_corpus(
         raise ValueError(f"bad_every must be >= 1 with kinds from {BAD_KINDS + ('oversize',)}")
     if hours < 0:
         raise ValueError(f"hours must be >= 0, got {hours}")
+    if (snapshot_every is not None and snapshot_every < 1) or snapshot_bytes < 1:
+        raise ValueError(f"snapshot_every and snapshot_bytes must be >= 1, got {snapshot_every}, {snapshot_bytes}")
     first_hour_s = _epoch_hour(start)
     summary = CorpusSummary(root=str(out_dir))
     began = time.perf_counter()
+    streams = []
     for table in PRODUCTION_LINES_PER_S:
         if per_hour[table] == 0:
             continue
@@ -187,9 +262,16 @@ def generate_corpus(
             multi_event_rate=multi_event_rate,
             bad_every=bad_every,
             bad_kinds=tuple(bad_kinds),
+            snapshot_every=snapshot_every,
         )
         for h in range(hours):
             stream.write_hour(out_dir, first_hour_s + 3600 * h, per_hour[table], summary)
+        streams.append(stream)
+    if snapshot_every is not None:
+        for height in snapshot_heights(snapshot_every, first_block, (s.block for s in streams)):
+            block_ns = min(s.snapshot_times[height] for s in streams)
+            date = time.strftime("%Y%m%d", time.gmtime(block_ns // _NS))
+            summary.snapshots.append(write_snapshot(out_dir, SnapshotFile(height, date), snapshot_bytes, seed))
     summary.seconds = time.perf_counter() - began
     return summary
 
@@ -232,6 +314,7 @@ class _TableStream:
         multi_event_rate: float,
         bad_every: int | None,
         bad_kinds: tuple[str, ...],
+        snapshot_every: int | None = None,
     ) -> None:
         self.table = table
         self.rng = rng
@@ -248,6 +331,8 @@ class _TableStream:
         self.tid = 812_345_678_901_234 + rng.randrange(10**12)
         self.good_lines = 0
         self.bad_lines = 0
+        self.snapshot_every = snapshot_every
+        self.snapshot_times: dict[int, int] = {}  # block_time (epoch ns) of each block at a snapshot height
 
     def write_hour(self, root: Path, hour_s: int, n_lines: int, summary: CorpusSummary) -> None:
         hour = time.gmtime(hour_s)
@@ -329,6 +414,8 @@ class _TableStream:
         block_ns = first_line_ns - _BLOCK_LAG_NS
         self.block_time = _iso_ns(block_ns)
         self.block_ms = block_ns // 1_000_000
+        if self.snapshot_every is not None and self.block % self.snapshot_every == 0:
+            self.snapshot_times[self.block] = block_ns
 
     def _bad_line(self, reason: str, sec_text: bytes, frac: int, events: bytes) -> bytes:
         """A line with exactly one defect, shaped like its neighbours otherwise."""

@@ -6,6 +6,7 @@ The broker side comes in as plain records (already consumed and digested by the 
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -61,19 +62,41 @@ class SealRecord:
     value: bytes
 
 
+@dataclass(slots=True)
+class SnapshotRecord:
+    """A snapshot-topic message: position, key and raw value."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
 @dataclass
 class Observed:
     """Everything read from the broker. Records of each topic are in partition-offset order.
 
     ``topic_tables`` maps each data topic to its table; ``partitions`` each data topic to its
-    partition count.
+    partition count; ``ends`` each (topic, partition) read to the end offset it was read to.
     """
 
     data: list[DataRecord] = field(default_factory=list)
     dlq: list[DlqRecord] = field(default_factory=list)
     seals: list[SealRecord] = field(default_factory=list)
+    snapshots: list[SnapshotRecord] = field(default_factory=list)
     topic_tables: dict[str, str] = field(default_factory=dict)
     partitions: dict[str, int] = field(default_factory=dict)
+    ends: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def data_by_partition(self) -> dict[tuple[str, int], list[DataRecord]]:
+        """The data records of each (topic, partition), in offset order."""
+        out: dict[tuple[str, int], list[DataRecord]] = {}
+        for record in self.data:
+            out.setdefault((record.topic, record.partition), []).append(record)
+        for records in out.values():
+            if any(a.offset > b.offset for a, b in itertools.pairwise(records)):
+                records.sort(key=lambda r: r.offset)
+        return out
 
 
 def reconcile(
@@ -425,8 +448,10 @@ def _without(observed: Observed, ignored: set[str]) -> Observed:
         data=[r for r in observed.data if r.source not in ignored],
         dlq=[r for r in observed.dlq if r.source not in ignored],
         seals=[r for r in observed.seals if seal_relpath(r) not in ignored],
+        snapshots=observed.snapshots,
         topic_tables=observed.topic_tables,
         partitions=observed.partitions,
+        ends=observed.ends,
     )
 
 

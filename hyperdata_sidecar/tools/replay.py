@@ -10,6 +10,11 @@ the tailer sees rotations in the node's order. The pace is one of:
   60 = a minute), so all three tables rotate together, as on the node;
 - ``speed=math.inf``: as fast as possible.
 
+The corpus's node snapshots (``periodic_abci_states/<YYYYMMDD>/<height>.rmp``) are written too, in
+height order, each once some table has appended a line of a block above its height (as the node
+writes a snapshot once the chain is past it; or once every table is exhausted), to its final name
+in pieces of a few MiB at ``snapshot_bytes_per_s``: the sidecar sees it grow, then stand still.
+
 With ``rewrite_local_time`` the ``local_time`` value of each line is replaced at append time by
 "now" (UTC, same format and length) so end-to-end latency can be measured downstream; every other
 byte, and therefore every offset, stays the same.
@@ -21,20 +26,28 @@ import asyncio
 import math
 import os
 import random
+import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from hyperdata_sidecar.core.hourfile import HourFile
+from hyperdata_sidecar.core.snapshots import SNAPSHOT_DIR, SnapshotFile
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.tools.generate import PRODUCTION_LINES_PER_S
 
 _READ_AHEAD_MIN = 64 * 1024
 _LOCAL_TIME_PREFIX = b'{"local_time":"'
 _PROGRESS_EVERY_S = 1.0
+_BLOCK_NUMBER = re.compile(rb'"block_number":\s*([0-9]+)')
+_BLOCK_KEY = b'"block_number":'
+_SNAPSHOT_PIECE_BYTES = 4 * 1024 * 1024
+
+SNAPSHOT_BYTES_PER_S = 256 * 1024 * 1024
+"""Default pace of a snapshot's writes, a local disk's: a 1.3 GB snapshot takes about 5 s."""
 
 
 class ReplayError(Exception):
@@ -62,9 +75,11 @@ class TableReplay:
 
 @dataclass
 class ReplaySummary:
-    """What :func:`replay` appended, per table, and how fast."""
+    """What :func:`replay` appended, per table, and how fast; and the snapshots it wrote."""
 
     tables: dict[str, TableReplay] = field(default_factory=dict)
+    snapshots: list[str] = field(default_factory=list)
+    snapshot_bytes: int = 0
     seconds: float = 0.0
 
     @property
@@ -91,6 +106,7 @@ class ReplaySummary:
                 }
                 for name, t in self.tables.items()
             },
+            "snapshots": {"files": len(self.snapshots), "bytes": self.snapshot_bytes},
         }
 
 
@@ -135,6 +151,62 @@ def corpus_files(corpus: Path) -> dict[str, list[HourFile]]:
                     found.append(parsed)
         out[spec.dir_name] = sorted(found, key=lambda f: (f.sort_key, f.hour))
     return out
+
+
+def corpus_snapshots(corpus: Path) -> list[SnapshotFile]:
+    """The node snapshots under ``corpus``, lowest height first; other names are ignored."""
+    root = corpus / SNAPSHOT_DIR
+    found = []
+    if root.is_dir():
+        for path in root.glob("*/*"):
+            parsed = SnapshotFile.parse(path.relative_to(corpus).as_posix())
+            if parsed is not None and path.is_file():
+                found.append(parsed)
+    return sorted(found)
+
+
+def last_block(chunk: bytes) -> int | None:
+    """The ``block_number`` of the last line of ``chunk`` that ends in it and whose number is in it
+    (a line begun in an earlier chunk counts; the unterminated tail does not), or None."""
+    end = chunk.rfind(b"\n")
+    while end > 0:
+        at = chunk.rfind(_BLOCK_KEY, 0, end)
+        if at < 0:
+            return None
+        match = _BLOCK_NUMBER.match(chunk, at, end)
+        if match is not None:
+            return int(match.group(1))
+        end = at  # a line whose block_number is no number (a bad line): look further back
+    return None
+
+
+class BlockProgress:
+    """How far the tables are appended, in blocks: a snapshot is due once one of them passed its height."""
+
+    def __init__(self, tables: Iterable[str]) -> None:
+        self.running = set(tables)
+        self.blocks: dict[str, int] = {}
+        self.moved = asyncio.Event()
+
+    def appended(self, table: str, chunk: bytes) -> None:
+        block = last_block(chunk)
+        if block is not None and block > self.blocks.get(table, -1):
+            self.blocks[table] = block
+            self.moved.set()
+
+    def finished(self, table: str) -> None:
+        self.running.discard(table)
+        self.moved.set()
+
+    def passed(self, height: int) -> bool:
+        """Has some table appended a line above ``height``, or is every table exhausted?"""
+        return not self.running or any(block > height for block in self.blocks.values())
+
+    async def wait_past(self, height: int) -> None:
+        """Return once :meth:`passed` says so."""
+        while not self.passed(height):
+            self.moved.clear()
+            await self.moved.wait()
 
 
 def chunk_size(rng: random.Random, chunk_bytes: int, file_size: int) -> int:
@@ -218,28 +290,34 @@ async def replay(
     progress: bool | None = None,
     seed: int = 0,
     progress_stream: TextIO | None = None,
+    snapshot_bytes_per_s: float = SNAPSHOT_BYTES_PER_S,
 ) -> ReplaySummary:
-    """Append every hour file of ``corpus`` into ``target`` (same relative paths), progressively.
+    """Append every hour file of ``corpus`` into ``target`` (same relative paths), progressively,
+    and write its snapshots when the tables pass their heights.
 
     Every ``cadence_s`` each table appends as many ragged chunks as its pace allows (see the module
-    docstring). ``progress`` None means: show progress only on a terminal outside CI. Returns
-    when every table is exhausted. Raises ReplayError if the corpus has no hour files, if the
-    target would be the corpus, or if a target hour file already exists (replay into an empty tree).
+    docstring). ``progress`` None means: show progress only on a terminal outside CI.
+    ``snapshot_bytes_per_s``: pace of a snapshot's writes (``math.inf``: as fast as possible).
+    Returns when every table is exhausted and every snapshot written. Raises ReplayError if the
+    corpus has no hour files, if the target would be the corpus, or if a target hour file or
+    snapshot already exists (replay into an empty tree).
     """
-    if chunk_bytes < 1 or cadence_s <= 0:
-        raise ReplayError(f"chunk_bytes must be >= 1 and cadence > 0, got {chunk_bytes}, {cadence_s}")
+    if chunk_bytes < 1 or cadence_s <= 0 or snapshot_bytes_per_s <= 0:
+        raise ReplayError(
+            f"chunk_bytes must be >= 1 and cadence and snapshot pace > 0, got {chunk_bytes}, {cadence_s}, {snapshot_bytes_per_s}"
+        )
     if corpus.resolve() == target.resolve():
         raise ReplayError(f"target {target} is the corpus itself")
     files = corpus_files(corpus)
     if not any(files.values()):
         raise ReplayError(f"corpus {corpus} holds no <table>/hourly/<YYYYMMDD>/<H> files")
-    for table_files in files.values():
-        for hour_file in table_files:
-            if (target / hour_file.relpath).exists():
-                raise ReplayError(
-                    f"target file {target / hour_file.relpath} already exists; replay into an empty tree"
-                )
+    snapshots = corpus_snapshots(corpus)
+    relpaths = [f.relpath for table_files in files.values() for f in table_files] + [s.relpath for s in snapshots]
+    for relpath in relpaths:
+        if (target / relpath).exists():
+            raise ReplayError(f"target file {target / relpath} already exists; replay into an empty tree")
     summary = ReplaySummary()
+    blocks = BlockProgress(table for table, table_files in files.items() if table_files)
     jobs = []
     for index, (table, table_files) in enumerate(files.items()):
         if not table_files:
@@ -253,10 +331,9 @@ async def replay(
         pace = Pace.choose(table, speed, lines_per_s)
         rng = random.Random(f"{seed}:{index}")
         jobs.append(
-            _replay_table(
-                corpus, target, table_files, pace, rng, chunk_bytes, cadence_s, rewrite_local_time, stats
-            )
+            _replay_table(corpus, target, table_files, pace, rng, chunk_bytes, cadence_s, rewrite_local_time, stats, blocks)
         )
+    jobs.append(_replay_snapshots(corpus, target, snapshots, blocks, snapshot_bytes_per_s, summary))
     show = progress if progress is not None else _is_interactive()
     began = time.monotonic()
     reporter = asyncio.ensure_future(_report(summary, began, progress_stream or sys.stderr)) if show else None
@@ -280,6 +357,7 @@ async def _replay_table(
     cadence_s: float,
     rewrite: bool,
     stats: TableReplay,
+    blocks: BlockProgress,
 ) -> None:
     began = last = time.monotonic()
     # Credit (in the pace's unit) carries across files, so the pace runs on through rotations.
@@ -308,6 +386,7 @@ async def _replay_table(
                         break
                     sink.write(chunk)
                     _count(stats, chunk)
+                    blocks.appended(stats.table, chunk)
                     credit -= pace.cost(chunk)
                     if pace.unit == "max":
                         await asyncio.sleep(0)
@@ -316,6 +395,36 @@ async def _replay_table(
                     break
                 await asyncio.sleep(cadence_s)
         stats.files += 1
+    blocks.finished(stats.table)
+
+
+async def _replay_snapshots(
+    corpus: Path,
+    target: Path,
+    snapshots: list[SnapshotFile],
+    blocks: BlockProgress,
+    bytes_per_s: float,
+    summary: ReplaySummary,
+) -> None:
+    for snapshot in snapshots:
+        await blocks.wait_past(snapshot.height)
+        summary.snapshot_bytes += await _write_snapshot(corpus / snapshot.relpath, target / snapshot.relpath, bytes_per_s)
+        summary.snapshots.append(snapshot.relpath)
+
+
+async def _write_snapshot(source_path: Path, target_path: Path, bytes_per_s: float) -> int:
+    """Copy a snapshot to its final name at ``bytes_per_s``, in at least four pieces (as the node
+    writes it: the name exists while the file grows). Returns the bytes written."""
+    target_path.parent.mkdir(parents=True, exist_ok=True)
+    piece = max(1, min(_SNAPSHOT_PIECE_BYTES, source_path.stat().st_size // 4))
+    began = time.monotonic()
+    written = 0
+    with open(source_path, "rb") as source, open(target_path, "xb", buffering=0) as sink:
+        while chunk := source.read(piece):
+            sink.write(chunk)
+            written += len(chunk)
+            await asyncio.sleep(max(0.0, began + written / bytes_per_s - time.monotonic()))
+    return written
 
 
 def _count(stats: TableReplay, chunk: bytes) -> None:

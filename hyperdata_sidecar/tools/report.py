@@ -1,10 +1,16 @@
-"""The verifier's findings: counts per table and kind, a few examples of each problem, a verdict."""
+"""The verifier's findings: counts per table and kind, a few examples of each problem, a verdict.
+
+Node snapshots are not a table: their counts and problems are kept apart (``snapshots``), under the
+name of their directory, ``periodic_abci_states``.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from hyperdata_sidecar.core.snapshots import SNAPSHOT_DIR
 
 FAILING_KINDS: dict[str, str] = {
     "lost": "a line of a file is not on its topic",
@@ -22,15 +28,21 @@ FAILING_KINDS: dict[str, str] = {
     "seal_wrong": "a seal does not describe its file (the latest revision) or a prefix of it (an earlier one)",
     "seal_duplicate": "a finalized file has more than one seal of one revision",
     "seal_unexpected": "a seal for a file that is not finalized or not in the tree",
-    "backup_missing": "a finalized file has no backup",
+    "seal_offsets": "a seal's offset range does not hold its file (first or last is not its record, or a line has no copy inside)",
+    "backup_missing": "a finalized file (or complete snapshot) has no backup",
     "backup_wrong": "a backup differs from its file (sha256)",
+    "snapshot_missing": "a complete node snapshot has no event",
+    "snapshot_wrong": "a snapshot event does not describe its file (key, path, date, size, sha256, node, offsets, partial)",
+    "snapshot_duplicate": "a snapshot height has more than one event",
+    "snapshot_unexpected": "a snapshot event for a file neither in the tree nor in the backup dir",
+    "snapshot_offsets": "a record lies on the wrong side of a snapshot's resume offset (duplicates aside)",
 }
 """Kinds of problem that fail the verification, with what each means."""
 
 TOLERATED_KINDS: dict[str, str] = {
     "duplicate": "a data line published more than once (fails above --allowed-duplicates)",
     "dlq_duplicate": "a bad line sent to the DLQ more than once (counts as a duplicate)",
-    "foreign": "a message for a file outside this tree (other sidecars; only with --node)",
+    "foreign": "a message for a file outside this tree (other sidecars, pruned files; only with --node)",
     "rejected": "a good line the broker refused for good, on the DLQ as a reference (reason rejected)",
 }
 
@@ -72,6 +84,8 @@ class TableReport:
     dlq_ok: int = 0
     seals_ok: int = 0
     backups_ok: int = 0
+    seal_ranges: int = 0  # seals carrying offset ranges, checked
+    seal_ranges_ok: int = 0
     counts: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -91,6 +105,32 @@ class TableReport:
             "dlq_ok": self.dlq_ok,
             "seals_ok": self.seals_ok,
             "backups_ok": self.backups_ok,
+            "seal_ranges": self.seal_ranges,
+            "seal_ranges_ok": self.seal_ranges_ok,
+            "counts": dict(self.counts),
+        }
+
+
+@dataclass
+class SnapshotReport:
+    """The node snapshots: files in the tree, events on the snapshot topic, and the problems found."""
+
+    files: int = 0
+    complete: int = 0  # files owed an event: not empty, unchanged for the grace
+    events: int = 0  # events (of the node checked, if one is given)
+    heights_ok: int = 0  # heights with exactly one event, correct
+    partial: int = 0  # events naming a table that stayed quiet
+    backups_ok: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "complete": self.complete,
+            "events": self.events,
+            "heights_ok": self.heights_ok,
+            "partial": self.partial,
+            "backups_ok": self.backups_ok,
             "counts": dict(self.counts),
         }
 
@@ -103,6 +143,7 @@ class VerifyReport:
     allowed_duplicates: int = 0
     backups_checked: bool = False
     tables: dict[str, TableReport] = field(default_factory=dict)
+    snapshots: SnapshotReport | None = None  # None: snapshot events were not checked
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     _examples: Counter[str] = field(default_factory=Counter, repr=False)
@@ -112,19 +153,27 @@ class VerifyReport:
             self.tables[name] = TableReport(name)
         return self.tables[name]
 
+    def snapshot(self) -> SnapshotReport:
+        if self.snapshots is None:
+            self.snapshots = SnapshotReport()
+        return self.snapshots
+
     def add(
         self, kind: str, table: str, source: str | None, offset: int | None, detail: str, count: int = 1
     ) -> None:
-        """Count ``count`` problems of ``kind`` in ``table``, keeping the first few as examples."""
+        """Count ``count`` problems of ``kind`` in ``table`` (``periodic_abci_states``: the snapshots),
+        keeping the first few as examples."""
         if kind not in FAILING_KINDS and kind not in TOLERATED_KINDS:
             raise ValueError(f"unknown problem kind {kind!r}")
-        self.table(table).counts[kind] += count
+        counts = self.snapshot().counts if table == SNAPSHOT_DIR else self.table(table).counts
+        counts[kind] += count
         if self._examples[kind] < _EXAMPLES_PER_KIND:
             self._examples[kind] += 1
             self.problems.append(Problem(kind, table, source, offset, detail))
 
     def count(self, kind: str) -> int:
-        return sum(t.counts[kind] for t in self.tables.values())
+        in_snapshots = self.snapshots.counts[kind] if self.snapshots is not None else 0
+        return sum(t.counts[kind] for t in self.tables.values()) + in_snapshots
 
     @property
     def duplicates(self) -> int:
@@ -145,6 +194,7 @@ class VerifyReport:
             "duplicates": self.duplicates,
             "allowed_duplicates": self.allowed_duplicates,
             "tables": {name: t.to_dict() for name, t in self.tables.items()},
+            "snapshots": self.snapshots.to_dict() if self.snapshots is not None else None,
             "problems": [p.to_dict() for p in self.problems],
             "notes": list(self.notes),
         }
@@ -190,6 +240,7 @@ class VerifyReport:
             )
             for row in rows
         ]
+        out.extend(self._position_lines())
         kinds = {**FAILING_KINDS, **TOLERATED_KINDS}
         for kind, meaning in kinds.items():
             total = self.count(kind)
@@ -208,3 +259,19 @@ class VerifyReport:
             f"{self.duplicates} duplicates (allowed {self.allowed_duplicates})"
         )
         return "\n".join(out)
+
+    def _position_lines(self) -> list[str]:
+        """The summary's lines on seal offset ranges and snapshots (none when neither was checked)."""
+        out = []
+        checked = sum(t.seal_ranges for t in self.tables.values())
+        if checked:
+            ok = sum(t.seal_ranges_ok for t in self.tables.values())
+            out.append(f"seal offset ranges ok: {ok}/{checked}")
+        snapshots = self.snapshots
+        if snapshots is not None:
+            backups = f", backups ok {snapshots.backups_ok}/{snapshots.complete}" if self.backups_checked else ""
+            out.append(
+                f"snapshots: {snapshots.files} files ({snapshots.complete} complete), {snapshots.events} events, "
+                f"{snapshots.heights_ok} heights ok, {snapshots.partial} partial{backups}"
+            )
+        return out

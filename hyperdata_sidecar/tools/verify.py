@@ -9,6 +9,11 @@ Run it on a tree that has stopped growing: expectations are read at the start (a
 after reading the seal topic when a file grew after its seal, since its earlier revisions decide
 its late lines' ids). The topics should be dedicated to the sidecars being checked (records for
 files outside the tree fail the run, unless ``node`` says several sidecars share them).
+
+With a snapshot topic it also checks the node snapshots of the tree and their events
+(``snapshot_events``), and in any case the offset ranges of the seals that carry them
+(``seal_ranges``). Both only compare what was read: the ``Collector`` is the seam where consumed
+messages become records, so everything after the consumer runs without a broker in the unit tests.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from hyperdata_sidecar.core.seal import SealManifest
+from hyperdata_sidecar.core.snapshots import SnapshotFile
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.tools.expected import (
     MAX_LINE_BYTES,
@@ -38,25 +44,32 @@ from hyperdata_sidecar.tools.reconcile import (
     DlqRecord,
     Observed,
     SealRecord,
+    SnapshotRecord,
     parse_reference,
     reconcile,
 )
 from hyperdata_sidecar.tools.report import VerifyReport
+from hyperdata_sidecar.tools.seal_ranges import check_seal_ranges
+from hyperdata_sidecar.tools.snapshot_events import event_paths, reconcile_snapshots
+from hyperdata_sidecar.tools.snapshot_files import ExpectedSnapshot, SnapshotCopy, read_copy, read_snapshots
 
 DLQ = "dlq"
 SEALS = "seals"
+SNAPSHOTS = "snapshots"
 _POLL_S = 0.5
 _FETCH_BYTES = 9 * 1024 * 1024  # above the largest record: an 8 MiB line plus framing
 _BATCH_RECORDS = 10_000
 
 
 def default_topics(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Topic names by role — each table dir name, ``"dlq"`` and ``"seals"`` — from the same
-    environment variables the sidecar reads (TOPIC_BOOK_DIFFS, ..., TOPIC_DLQ, TOPIC_SEALS)."""
+    """Topic names by role — each table dir name, ``"dlq"``, ``"seals"`` and ``"snapshots"`` — from
+    the same environment variables the sidecar reads (TOPIC_BOOK_DIFFS, ..., TOPIC_DLQ, TOPIC_SEALS,
+    TOPIC_SNAPSHOTS)."""
     env = os.environ if env is None else env
     topics = {spec.dir_name: env.get(spec.topic_env, spec.default_topic) for spec in TABLES}
     topics[DLQ] = env.get("TOPIC_DLQ", "hyperliquid.sidecar-dlq")
     topics[SEALS] = env.get("TOPIC_SEALS", "hyperliquid.node-files")
+    topics[SNAPSHOTS] = env.get("TOPIC_SNAPSHOTS", "hyperliquid.node-snapshots")
     return topics
 
 
@@ -65,18 +78,24 @@ class _Owed:
     """Minimum record counts per topic that a complete publication of the tree implies.
 
     A good line the broker refuses is on the DLQ instead of its data topic: the data topics and the
-    DLQ owe their records together (``lines``), the seal topic on its own.
+    DLQ owe their records together (``lines``); the seal and snapshot topics each on their own
+    (``records``). The topics of ``lines`` must exist, the others once they owe something.
     """
 
-    per_topic: dict[str, int]
+    lines: dict[str, int]
+    records: dict[str, int]
     backups: list[tuple[Path, int]]  # (backup path, size) that must exist
-    seal_topic: str = ""
+
+    @property
+    def topics(self) -> set[str]:
+        return set(self.lines) | set(self.records)
 
     def met_by(self, held: Mapping[str, int]) -> bool:
-        lines = sum(n for topic, n in self.per_topic.items() if topic != self.seal_topic)
-        lines_held = sum(n for topic, n in held.items() if topic != self.seal_topic)
-        return lines_held >= lines and held.get(self.seal_topic, 0) >= self.per_topic.get(self.seal_topic, 0) and all(
-            topic in held for topic in self.per_topic
+        lines_held = sum(held.get(topic, 0) for topic in self.lines)
+        return (
+            lines_held >= sum(self.lines.values())
+            and all(held.get(topic, 0) >= n for topic, n in self.records.items())
+            and all(topic in held for topic in self.lines)
         )
 
 
@@ -93,23 +112,27 @@ async def verify(
     max_line_bytes: int = MAX_LINE_BYTES,
     client_kwargs: Mapping[str, Any] | None = None,
     ignore: Collection[str] = (),
+    snapshot_grace_s: float = 0.0,
 ) -> VerifyReport:
     """Verify that the sidecar published ``watch_dir`` completely and correctly.
 
-    ``topics``: role → topic name (see :func:`default_topics`, the default). Waits up to
-    ``timeout_s`` for the topics to hold at least what the tree owes, with end offsets still for
-    ``settle_s`` (and for the backups to exist, if ``backup_dir`` is given), then reads them to
-    the end offsets of that moment. ``client_kwargs`` go to the aiokafka clients (security).
+    ``topics``: role → topic name (see :func:`default_topics`, the default). Without a
+    ``"snapshots"`` role the node snapshots and their events are not checked (a note says so).
+    Waits up to ``timeout_s`` for the topics to hold at least what the tree owes, with end offsets
+    still for ``settle_s`` (and for the backups to exist, if ``backup_dir`` is given), then reads
+    them to the end offsets of that moment. ``client_kwargs`` go to the aiokafka clients (security).
     ``ignore``: relpaths left out of the check, with their records (files a test damaged).
-    Raises ValueError if ``topics`` lacks a role, aiokafka's KafkaError if the broker cannot be
-    reached.
+    ``snapshot_grace_s``: a snapshot is owed an event once it has not changed for that long (the
+    sidecar's SNAPSHOT_GRACE_MS). Raises ValueError if ``topics`` lacks a role, aiokafka's
+    KafkaError if the broker cannot be reached.
     """
     topics = dict(default_topics() if topics is None else topics)
     missing_roles = ({spec.dir_name for spec in TABLES} | {DLQ, SEALS}) - set(topics)
     if missing_roles:
         raise ValueError(f"topics has no name for {sorted(missing_roles)}")
     files = await asyncio.to_thread(lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes, ignore=ignore)))
-    owed = _owed(files, topics, backup_dir)
+    snapshots = await asyncio.to_thread(read_snapshots, watch_dir, grace_s=snapshot_grace_s) if SNAPSHOTS in topics else []
+    owed = _owed(files, snapshots, topics, backup_dir)
     kwargs = dict(client_kwargs or {})
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)
     consumer = AIOKafkaConsumer(
@@ -139,6 +162,12 @@ async def verify(
         )
     backups = await asyncio.to_thread(_backup_digests, files, backup_dir) if backup_dir is not None else None
     report = reconcile(files, observed, node=node, backups=backups, allowed_duplicates=allowed_duplicates, ignore=ignore)
+    check_seal_ranges(report, observed, node=node, ignore=ignore)
+    if SNAPSHOTS in topics:
+        copies = await asyncio.to_thread(_snapshot_backups, snapshots, observed, backup_dir) if backup_dir is not None else None
+        reconcile_snapshots(report, snapshots, observed, node=node, backups=copies)
+    else:
+        report.notes.append("node snapshots not checked: no snapshot topic given")
     report.notes.extend(
         f"topic {name} does not exist" for name in sorted(set(topics.values()) - set(partitions))
     )
@@ -162,17 +191,33 @@ def _sealed_sizes(observed: Observed, node: str | None) -> dict[str, list[int]]:
     return sizes
 
 
-def _owed(files: list[ExpectedFile], topics: Mapping[str, str], backup_dir: Path | None) -> _Owed:
-    per_topic = dict.fromkeys(topics.values(), 0)
+def _owed(
+    files: list[ExpectedFile], snapshots: list[ExpectedSnapshot], topics: Mapping[str, str], backup_dir: Path | None
+) -> _Owed:
+    lines = {topics[role]: 0 for role in [spec.dir_name for spec in TABLES] + [DLQ]}
+    records = {topics[role]: 0 for role in (SEALS, SNAPSHOTS) if role in topics}
     backups = []
     for f in files:
-        per_topic[topics[f.table]] += len(f.lines)
-        per_topic[topics[DLQ]] += len(f.dlq)
+        lines[topics[f.table]] += len(f.lines)
+        lines[topics[DLQ]] += len(f.dlq)
         if f.finalized:
-            per_topic[topics[SEALS]] += 1
+            records[topics[SEALS]] += 1
             if backup_dir is not None:
                 backups.append((backup_dir / f.relpath, f.size))
-    return _Owed(per_topic, backups, topics[SEALS])
+    for snapshot in snapshots:
+        if snapshot.complete:
+            records[topics[SNAPSHOTS]] += 1
+            if backup_dir is not None:
+                backups.append((backup_dir / snapshot.relpath, snapshot.size))
+    return _Owed(lines, records, backups)
+
+
+def _snapshot_backups(snapshots: list[ExpectedSnapshot], observed: Observed, backup_dir: Path) -> dict[str, SnapshotCopy | None]:
+    """Blocking: the backup copies of the complete snapshots and of those the events name that are
+    no longer in the tree (relpath → copy, None when there is none)."""
+    in_tree = {s.relpath for s in snapshots}
+    wanted = {s.relpath for s in snapshots if s.complete} | (event_paths(observed.snapshots) - in_tree)
+    return {relpath: read_copy(backup_dir, relpath) for relpath in sorted(wanted) if SnapshotFile.parse(relpath) is not None}
 
 
 async def _partition_counts(admin: AIOKafkaAdminClient, names: set[str]) -> dict[str, int]:
@@ -199,7 +244,7 @@ async def _await_convergence(
     and the backups exist. Returns (partition count per existing topic, converged in time)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    names = set(owed.per_topic)
+    names = owed.topics
     partitions: dict[str, int] = {}
     last_ends: dict[TopicPartition, int] | None = None
     still_since = loop.time()
@@ -232,12 +277,15 @@ async def _consume(
 
     Gives up only when no record arrived for ``timeout_s`` (reading millions takes minutes).
     """
-    collector = _Collector(topics, partitions)
+    collector = Collector(topics, partitions)
     tps = _partitions_of(partitions)
     if not tps:
         return collector.observed, True
     consumer.assign(tps)
     ends = await consumer.end_offsets(tps)
+    collector.observed.ends = {
+        (tp.topic, tp.partition): end for tp, end in ends.items() if tp.topic in collector.observed.partitions
+    }
     await consumer.seek_to_beginning(*tps)
     remaining = set(tps)
     loop = asyncio.get_running_loop()
@@ -257,12 +305,15 @@ async def _consume(
                     collector.keep(message)
 
 
-class _Collector:
-    """Turns consumed messages into the compact records ``reconcile`` compares."""
+class Collector:
+    """Turns consumed messages into the compact records ``reconcile`` compares: the seam between the
+    consumer and the checks. ``keep`` takes anything shaped like a consumed message (``topic``,
+    ``partition``, ``offset``, ``key``, ``value``, ``headers``)."""
 
     def __init__(self, topics: Mapping[str, str], partitions: dict[str, int]) -> None:
         self.dlq_topic = topics[DLQ]
         self.seal_topic = topics[SEALS]
+        self.snapshot_topic = topics.get(SNAPSHOTS)
         topic_tables = {topics[spec.dir_name]: spec.dir_name for spec in TABLES}
         self.observed = Observed(
             topic_tables=topic_tables,
@@ -306,6 +357,8 @@ class _Collector:
             )
         elif message.topic == self.seal_topic:
             self.observed.seals.append(SealRecord(message.partition, message.offset, message.key, value))
+        elif message.topic == self.snapshot_topic:
+            self.observed.snapshots.append(SnapshotRecord(message.partition, message.offset, message.key, value))
 
 
 def _text(raw: bytes | None) -> str | None:

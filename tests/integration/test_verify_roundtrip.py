@@ -7,6 +7,7 @@ an independent publisher rather than against itself.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import hashlib
 from pathlib import Path
@@ -122,16 +123,34 @@ def stream_for(root: Path, summary: CorpusSummary) -> list[tuple[str, bytes, byt
     return out
 
 
-async def publish(bootstrap: str, topics: dict[str, str], stream) -> None:
+async def publish(bootstrap: str, topics: dict[str, str], stream, *, seal_ranges: bool = False) -> None:
+    """Publish ``stream``; with ``seal_ranges`` each seal carries the offset ranges its file's lines
+    got, from the delivery results (the first and last offset per partition)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
     await producer.start()
+    delivered: dict[bytes, list[asyncio.Future]] = {}
     try:
         for role, key, value, headers in stream:
+            if seal_ranges and role == SEALS:
+                seal = orjson.loads(value)
+                results = await asyncio.gather(*delivered.pop(seal["path"].encode(), []))
+                seal["offsets"] = ranges_of(results)
+                value = orjson.dumps(seal)
             # No explicit partition: the client's default partitioner (murmur2) places the record.
-            await producer.send(topics[role], value=value, key=key, headers=headers)
+            future = await producer.send(topics[role], value=value, key=key, headers=headers)
+            if role in (BOOK_DIFFS, ORDER_STATUSES, FILLS):
+                delivered.setdefault(dict(headers)["source"], []).append(future)
         await producer.flush()
     finally:
         await producer.stop()
+
+
+def ranges_of(results) -> dict[str, dict[str, list[int]]]:
+    out: dict[str, dict[str, list[int]]] = {}
+    for result in results:
+        span = out.setdefault(result.topic, {}).setdefault(str(result.partition), [result.offset, result.offset])
+        span[0], span[1] = min(span[0], result.offset), max(span[1], result.offset)
+    return out
 
 
 @pytest.mark.timeout(120)
@@ -173,3 +192,17 @@ async def test_a_stream_missing_one_line_fails_and_names_that_line(
         dict(headers)["source"].decode(),
         dict(headers)["offset"],
     )
+
+
+@pytest.mark.timeout(120)
+async def test_seals_carrying_the_offset_ranges_their_lines_got_verify(kafka_bootstrap, unique_topic_prefix, tmp_path):
+    summary = small_tree(tmp_path)
+    topics = await create_topics(kafka_bootstrap, unique_topic_prefix)
+    await publish(kafka_bootstrap, topics, stream_for(tmp_path, summary), seal_ranges=True)
+
+    report = await verify(tmp_path, kafka_bootstrap, topics=topics, timeout_s=30, settle_s=0.5)
+
+    assert report.ok, report.summary()
+    for table in (BOOK_DIFFS, ORDER_STATUSES, FILLS):
+        assert (report.tables[table].seal_ranges, report.tables[table].seal_ranges_ok) == (2, 2)
+    assert "seal offset ranges ok: 6/6" in report.summary()

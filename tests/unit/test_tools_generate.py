@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
 import itertools
 from collections import Counter
 from pathlib import Path
@@ -10,11 +11,15 @@ from pathlib import Path
 import orjson
 import pytest
 
+from hyperdata_sidecar.core.snapshots import SnapshotFile
 from hyperdata_sidecar.tools.generate import (
+    DEFAULT_SNAPSHOT_BYTES,
     OVERSIZE_BYTES,
     PRODUCTION_LINES_PER_S,
     generate_corpus,
+    parse_size,
     parse_start,
+    snapshot_heights,
     split_lines_per_hour,
 )
 from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
@@ -292,6 +297,8 @@ def test_an_oversize_line_is_just_past_the_8_mib_limit(tmp_path):
         {"bad_every": 0},
         {"bad_every": 3, "bad_kinds": ["late"]},
         {"hours": -1},
+        {"snapshot_every": 0},
+        {"snapshot_every": 5, "snapshot_bytes": 0},
     ],
 )
 def test_invalid_arguments_raise_value_error(tmp_path, kwargs):
@@ -315,3 +322,91 @@ def test_start_hours_parse_from_the_node_and_iso_forms(text, expected):
 def test_a_start_that_is_no_hour_is_rejected():
     with pytest.raises(ValueError, match="YYYYMMDD"):
         parse_start("yesterday")
+
+
+# ---- node snapshots -------------------------------------------------------------
+
+
+def all_lines(root: Path, table: str) -> list[dict]:
+    paths = sorted((root / table / "hourly").glob("*/*"), key=lambda p: (p.parent.name, int(p.name)))
+    return [line for path in paths for line in lines_of(path)]
+
+
+def test_snapshot_heights_are_the_multiples_every_table_passes():
+    assert snapshot_heights(25, 1_030_140_001, [1_030_140_090, 1_030_140_080]) == [1_030_140_025, 1_030_140_050, 1_030_140_075]
+    assert snapshot_heights(25, 1_030_140_001, [1_030_140_075]) == [1_030_140_025, 1_030_140_050]
+    assert snapshot_heights(10, 100, [125]) == [100, 110, 120]
+    assert snapshot_heights(10, 101, [105]) == []
+    assert snapshot_heights(10, 100, []) == []
+
+
+def test_no_snapshots_are_written_unless_asked(tmp_path):
+    summary = small(tmp_path)
+
+    assert summary.snapshots == [] and not (tmp_path / "periodic_abci_states").exists()
+
+
+def test_each_snapshot_lies_inside_every_tables_blocks_and_is_dated_by_its_block_time(tmp_path):
+    summary = small(tmp_path, hours=3, snapshot_every=5)
+
+    assert [s.height for s in summary.snapshots] == list(range(1_030_140_005, summary.snapshots[-1].height + 1, 5))
+    assert len(summary.snapshots) >= 3
+    for snapshot in summary.snapshots:
+        times = []
+        for table in TABLES:
+            lines = all_lines(tmp_path, table)
+            assert any(line["block_number"] <= snapshot.height for line in lines)
+            assert any(line["block_number"] > snapshot.height for line in lines)
+            times += [line["block_time"] for line in lines if line["block_number"] == snapshot.height]
+        date = min(times)[:10].replace("-", "")
+        assert snapshot.relpath == SnapshotFile(snapshot.height, date).relpath
+
+
+def test_snapshots_are_dated_on_both_sides_of_midnight(tmp_path):
+    aligned = {BOOK_DIFFS: 30, ORDER_STATUSES: 40, FILLS: 3}  # 10 blocks an hour in each table
+    summary = small(tmp_path, hours=3, lines_per_block=aligned, snapshot_every=3)
+
+    assert {SnapshotFile.parse(s.relpath).date for s in summary.snapshots} == {"20260610", "20260611"}
+
+
+def test_no_table_has_a_block_above_the_last_multiple_it_does_not_pass(tmp_path):
+    summary = small(tmp_path, hours=3, snapshot_every=5)
+
+    lowest_last = min(max(line["block_number"] for line in all_lines(tmp_path, table)) for table in TABLES)
+    assert summary.snapshots[-1].height + 5 >= lowest_last
+
+
+def test_a_snapshot_holds_the_asked_size_and_the_summary_says_its_sha256(tmp_path):
+    summary = small(tmp_path, snapshot_every=5, snapshot_bytes=5 * 1024 * 1024 + 3)
+
+    for snapshot in summary.snapshots:
+        data = (tmp_path / snapshot.relpath).read_bytes()
+        assert len(data) == snapshot.size == 5 * 1024 * 1024 + 3
+        assert hashlib.sha256(data).hexdigest() == snapshot.sha256
+    assert len({s.sha256 for s in summary.snapshots}) == len(summary.snapshots)
+
+
+def test_snapshots_are_the_same_bytes_for_the_same_seed_and_other_bytes_for_another(tmp_path):
+    small(tmp_path / "a", snapshot_every=5)
+    small(tmp_path / "b", snapshot_every=5)
+    small(tmp_path / "c", snapshot_every=5, seed=8)
+
+    a, b, c = (tree_bytes(tmp_path / name) for name in "abc")
+    snapshots_a = {path: data for path, data in a.items() if path.startswith("periodic_abci_states/")}
+    assert snapshots_a and len(next(iter(snapshots_a.values()))) == DEFAULT_SNAPSHOT_BYTES
+    assert a == b
+    assert all(c.get(path) != data for path, data in snapshots_a.items())
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1048576", 1048576), ("1MiB", 1048576), ("64k", 64_000), ("1.3GB", 1_300_000_000), ("2 gi", 2 * 1024**3)],
+)
+def test_sizes_parse_as_bytes_with_decimal_or_binary_units(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "MiB", "1.3 XB", "1i", "-5"])
+def test_a_size_that_is_no_byte_count_is_rejected(text):
+    with pytest.raises(ValueError, match="byte count"):
+        parse_size(text)

@@ -7,18 +7,23 @@ import datetime
 import io
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
 
 from hyperdata_sidecar.core.hourfile import HourFile
+from hyperdata_sidecar.core.snapshots import SnapshotFile
 from hyperdata_sidecar.tools.generate import PRODUCTION_LINES_PER_S, generate_corpus
 from hyperdata_sidecar.tools.replay import (
+    BlockProgress,
     Pace,
     ReplayError,
     chunk_size,
     corpus_files,
+    corpus_snapshots,
     iso_now,
+    last_block,
     replay,
     rewrite_local_time,
 )
@@ -215,3 +220,139 @@ async def test_progress_reports_each_table_when_asked_and_nothing_otherwise(corp
         assert short in final
     assert final.count("ETA done") == 3
     assert quiet.getvalue() == ""
+
+
+# ---- node snapshots -------------------------------------------------------------
+
+
+@pytest.fixture
+def snapshot_corpus(tmp_path) -> Path:
+    root = tmp_path / "snapshot-corpus"
+    generate_corpus(
+        root,
+        hours=2,
+        lines_per_hour={BOOK_DIFFS: 200, ORDER_STATUSES: 250, FILLS: 20},
+        lines_per_block={BOOK_DIFFS: 20, ORDER_STATUSES: 25, FILLS: 2},
+        seed=5,
+        start=datetime.datetime(2026, 6, 10, 23),
+        bad_every=30,
+        snapshot_every=4,
+        snapshot_bytes=64 * 1024 + 5,
+    )
+    return root
+
+
+def complete_lines_max_block(root: Path) -> int:
+    blocks = [-1]
+    for table in TABLES:
+        for path in (root / table / "hourly").glob("*/*") if (root / table).exists() else []:
+            complete = path.read_bytes().rpartition(b"\n")[0]
+            blocks += [int(m) for m in re.findall(rb'"block_number":([0-9]+)', complete)]
+    return max(blocks)
+
+
+async def test_snapshots_are_replayed_byte_for_byte_in_height_order(snapshot_corpus, tmp_path):
+    summary = await fast(snapshot_corpus, tmp_path / "watch")
+
+    assert files_of(tmp_path / "watch") == files_of(snapshot_corpus)
+    assert summary.snapshots == [s.relpath for s in corpus_snapshots(snapshot_corpus)]
+    assert len(summary.snapshots) >= 4
+    assert summary.to_dict()["snapshots"] == {"files": len(summary.snapshots), "bytes": len(summary.snapshots) * (64 * 1024 + 5)}
+
+
+async def test_a_snapshot_appears_once_a_table_has_a_line_above_its_height_and_grows_in_pieces(snapshot_corpus, tmp_path):
+    target = tmp_path / "watch"
+    snapshots = {s.relpath: s.height for s in corpus_snapshots(snapshot_corpus)}
+    seen_sizes: dict[str, set[int]] = {relpath: set() for relpath in snapshots}
+
+    async def watch_tree(done: asyncio.Event) -> None:
+        while not done.is_set():
+            for relpath, height in snapshots.items():
+                path = target / relpath
+                if path.exists():
+                    if not seen_sizes[relpath]:
+                        assert complete_lines_max_block(target) > height, relpath
+                    seen_sizes[relpath].add(path.stat().st_size)
+            await asyncio.sleep(0)
+
+    done = asyncio.Event()
+    watcher = asyncio.ensure_future(watch_tree(done))
+    await fast(snapshot_corpus, target, cadence_s=0.01)
+    done.set()
+    await watcher
+    for relpath, sizes in seen_sizes.items():
+        assert 0 < min(sizes) < 64 * 1024 + 5 == max(sizes), relpath
+
+
+async def test_a_snapshot_no_table_passes_is_written_once_the_tables_are_exhausted(corpus, tmp_path):
+    beyond = SnapshotFile(2_000_000_000, "20260611")
+    (corpus / beyond.relpath).parent.mkdir(parents=True)
+    (corpus / beyond.relpath).write_bytes(b"state" * 100)
+    target = tmp_path / "watch"
+    hour_files = {name: data for name, data in files_of(corpus).items() if "/hourly/" in name}
+    complete_when_it_appeared = []
+
+    async def watch_tree(done: asyncio.Event) -> None:
+        while not done.is_set() and not complete_when_it_appeared:
+            if (target / beyond.relpath).exists():
+                present = files_of(target)
+                complete_when_it_appeared.append(all(present.get(name) == data for name, data in hour_files.items()))
+            await asyncio.sleep(0)
+
+    done = asyncio.Event()
+    watcher = asyncio.ensure_future(watch_tree(done))
+    summary = await fast(corpus, target, cadence_s=0.01)
+    done.set()
+    await watcher
+    assert complete_when_it_appeared == [True]
+    assert summary.snapshots == [beyond.relpath]
+
+
+async def test_replay_refuses_a_target_that_already_holds_a_corpus_snapshot(snapshot_corpus, tmp_path):
+    relpath = corpus_snapshots(snapshot_corpus)[0].relpath
+    (tmp_path / "watch" / relpath).parent.mkdir(parents=True)
+    (tmp_path / "watch" / relpath).write_bytes(b"")
+
+    with pytest.raises(ReplayError, match="already exists"):
+        await fast(snapshot_corpus, tmp_path / "watch")
+
+
+def test_corpus_snapshots_are_ordered_by_height_and_other_names_ignored(tmp_path):
+    for name in ("20260610/900.rmp", "20260611/1000.rmp", "20260610/95.rmp", "20260610/x.rmp", "20260610/7.tmp"):
+        path = tmp_path / "periodic_abci_states" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+
+    assert corpus_snapshots(tmp_path) == [
+        SnapshotFile(95, "20260610"),
+        SnapshotFile(900, "20260610"),
+        SnapshotFile(1000, "20260611"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("chunk", "block"),
+    [
+        (b'{"block_number":7,"events":[]}\n{"block_number":8,"events":[]}\n{"block_number":9,"ev', 8),
+        (b'ents":[]}\n{"block_number":12,"events":[]}\n', 12),
+        (b'{"block_number":7}\n{"local_time":"x","block_number":\n{"block_number":', 7),
+        (b'"local_time":"2026-06-10T23:00:00.0"}\n', None),
+        (b'{"block_number":7,"ev', None),
+        (b"", None),
+    ],
+)
+def test_the_last_block_of_a_chunk_is_that_of_its_last_complete_line_with_a_number(chunk, block):
+    assert last_block(chunk) == block
+
+
+def test_a_snapshot_is_due_once_one_table_passed_its_height_or_all_are_exhausted():
+    progress = BlockProgress([BOOK_DIFFS, FILLS])
+    progress.appended(BOOK_DIFFS, b'{"block_number":100}\n')
+    progress.appended(FILLS, b'{"block_number":101}\n')
+    progress.appended(FILLS, b'{"block_number":99}\n')  # a regression does not take back what was passed
+
+    assert progress.passed(100) and not progress.passed(101)
+    progress.finished(BOOK_DIFFS)
+    assert not progress.passed(101)
+    progress.finished(FILLS)
+    assert progress.passed(10**12)
