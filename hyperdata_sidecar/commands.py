@@ -29,10 +29,10 @@ from hyperdata_sidecar.core.snapshots import newest_at_or_below
 from hyperdata_sidecar.plugin import backup_attempts_topic_name
 from hyperdata_sidecar.snapshot_offsets import snapshot_events
 from hyperdata_sidecar.tools.backup_retry import request_backup_retry, watched_relpath
-from hyperdata_sidecar.tools.generate import BAD_KINDS, generate_corpus, parse_start
+from hyperdata_sidecar.tools.generate import BAD_KINDS, generate_corpus, parse_size, parse_start
 from hyperdata_sidecar.tools.replay import replay as run_replay
 from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
-from hyperdata_sidecar.tools.verify import DLQ, SEALS
+from hyperdata_sidecar.tools.verify import DLQ, SEALS, SNAPSHOTS
 from hyperdata_sidecar.tools.verify import verify as run_verify
 from hyperdata_sidecar.topics import apply_contract, load_contract
 
@@ -124,6 +124,19 @@ def parse_speed(text: str | None) -> float | None:
     if speed <= 0:
         raise click.BadParameter(f"speed must be > 0, got {text!r}")
     return speed
+
+
+def parse_bytes_per_s(text: str) -> float:
+    """``"max"`` → inf; a byte count such as ``"256MiB"`` → itself. Raises click.BadParameter."""
+    if text.strip().lower() in ("max", "inf"):
+        return math.inf
+    try:
+        rate = parse_size(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if rate <= 0:
+        raise click.BadParameter(f"a pace must be > 0, got {text!r}")
+    return float(rate)
 
 
 def install_commands(app: faust.App) -> None:
@@ -232,10 +245,24 @@ def install_commands(app: faust.App) -> None:
             help="Kinds to cycle through (add 'oversize' for 8 MiB lines).",
         ),
         option(
+            "--snapshot-every",
+            type=int,
+            default=None,
+            metavar="BLOCKS",
+            help="Also write node snapshots, periodic_abci_states/<YYYYMMDD>/<height>.rmp, at every height that is "
+            "a multiple of BLOCKS and that every table passes (the node writes one every ~10000 blocks).",
+        ),
+        option(
+            "--snapshot-bytes",
+            default="1MiB",
+            show_default=True,
+            help="Size of each snapshot: seeded pseudo-random bytes, not msgpack (a real one is ~1.3GB).",
+        ),
+        option(
             "--summary-json",
             type=click.Path(dir_okay=False, path_type=Path),
             default=None,
-            help="Write the summary (files, bad lines) as JSON here.",
+            help="Write the summary (files, bad lines, snapshots) as JSON here.",
         ),
         base=ToolCommand,
     )
@@ -249,6 +276,8 @@ def install_commands(app: faust.App) -> None:
         start: str,
         bad_every: int | None,
         bad_kinds: str,
+        snapshot_every: int | None,
+        snapshot_bytes: str,
         summary_json: Path | None,
     ) -> int:
         """Write a seeded, node-shaped corpus: <out>/<table>/hourly/<YYYYMMDD>/<H> for the three tables."""
@@ -264,12 +293,15 @@ def install_commands(app: faust.App) -> None:
             start=parse_start(start),
             bad_every=bad_every,
             bad_kinds=[k.strip() for k in bad_kinds.split(",") if k.strip()],
+            snapshot_every=snapshot_every,
+            snapshot_bytes=parse_size(snapshot_bytes),
         )
         if summary_json is not None:
             summary_json.write_text(json.dumps(summary.to_dict(), indent=2))
         print(
             f"generated {len(summary.files)} files, {summary.lines:,} lines, {summary.bytes / 1e6:,.1f} MB "
-            f"({len(summary.bad_lines)} bad) in {summary.seconds:.1f}s = {summary.mb_per_s:,.1f} MB/s -> {out}"
+            f"({len(summary.bad_lines)} bad, {len(summary.snapshots)} snapshots) in {summary.seconds:.1f}s "
+            f"= {summary.mb_per_s:,.1f} MB/s -> {out}"
         )
         return 0
 
@@ -325,6 +357,13 @@ def install_commands(app: faust.App) -> None:
             help="Progress per table (default: on a terminal outside CI).",
         ),
         option("--seed", type=int, default=0, help="Seed of the chunk sizes."),
+        option(
+            "--snapshot-bytes-per-s",
+            default="256MiB",
+            show_default=True,
+            help="Pace of a snapshot's writes (a byte count per second, or 'max'); each is written once a "
+            "table has appended a line above its height.",
+        ),
         base=ToolCommand,
     )
     async def replay(
@@ -338,6 +377,7 @@ def install_commands(app: faust.App) -> None:
         rewrite_local_time: bool,
         progress: bool | None,
         seed: int,
+        snapshot_bytes_per_s: str,
     ) -> int:
         """Append a corpus into a watched tree like a live node: ragged chunks, three tables at once, hourly rotation."""
         rates = parse_table_numbers(lines_per_s, what="--lines-per-s")
@@ -353,10 +393,12 @@ def install_commands(app: faust.App) -> None:
             rewrite_local_time=rewrite_local_time,
             progress=progress,
             seed=seed,
+            snapshot_bytes_per_s=parse_bytes_per_s(snapshot_bytes_per_s),
         )
         lines = sum(t.lines for t in summary.tables.values())
         print(
-            f"replayed {summary.bytes / 1e6:,.1f} MB, {lines:,} lines in {summary.seconds:.1f}s "
+            f"replayed {summary.bytes / 1e6:,.1f} MB, {lines:,} lines, {len(summary.snapshots)} snapshots "
+            f"in {summary.seconds:.1f}s "
             f"= {summary.mb_per_s:,.1f} MB/s -> {target}"
         )
         return 0
@@ -380,6 +422,12 @@ def install_commands(app: faust.App) -> None:
         option("--timeout", type=float, default=60.0, help="Seconds to wait for the topics to converge."),
         option("--settle", type=float, default=2.0, help="Seconds the end offsets must stay still."),
         option(
+            "--snapshot-grace",
+            type=float,
+            default=None,
+            help="Seconds a snapshot must not have changed to be owed an event [default: SNAPSHOT_GRACE_MS].",
+        ),
+        option(
             "--report-json",
             type=click.Path(dir_okay=False, path_type=Path),
             default=None,
@@ -396,6 +444,7 @@ def install_commands(app: faust.App) -> None:
         allowed_duplicates: int,
         timeout: float,
         settle: float,
+        snapshot_grace: float | None,
         report_json: Path | None,
     ) -> int:
         """Check that every line, bad line, seal and backup of a watch tree is in Kafka, once and correct. Exit 1 if not."""
@@ -403,7 +452,12 @@ def install_commands(app: faust.App) -> None:
         report = await run_verify(
             watch_dir or settings.watch_dir,
             bootstrap or settings.kafka_bootstrap,
-            topics={**settings.topics, DLQ: settings.topic_dlq, SEALS: settings.topic_seals},
+            topics={
+                **settings.topics,
+                DLQ: settings.topic_dlq,
+                SEALS: settings.topic_seals,
+                SNAPSHOTS: settings.topic_snapshots,
+            },
             node=node,
             backup_dir=backup_dir,
             allowed_duplicates=allowed_duplicates,
@@ -411,6 +465,7 @@ def install_commands(app: faust.App) -> None:
             settle_s=settle,
             max_line_bytes=settings.max_line_bytes,
             client_kwargs=settings.security.client_kwargs(),
+            snapshot_grace_s=settings.snapshot_grace_s if snapshot_grace is None else snapshot_grace,
         )
         print(report.summary())
         if report_json is not None:

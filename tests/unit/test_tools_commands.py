@@ -14,6 +14,7 @@ from faust.cli.base import cli
 
 from hyperdata_sidecar.commands import (
     install_commands,
+    parse_bytes_per_s,
     parse_speed,
     parse_table_numbers,
 )
@@ -130,3 +131,54 @@ def test_speed_parses_as_a_positive_factor_or_max():
     for bad in ("0", "-2", "fast"):
         with pytest.raises(click.BadParameter):
             parse_speed(bad)
+
+
+def test_generate_and_replay_write_node_snapshots_when_asked(app, tmp_path):
+    summary_path = tmp_path / "summary.json"
+    generated = run(
+        app,
+        "generate",
+        "--out",
+        str(tmp_path / "corpus"),
+        "--hours",
+        "2",
+        "--lines-per-hour",
+        "fills=40,book_diffs=40",
+        "--lines-per-block",
+        "2",
+        "--snapshot-every",
+        "10",
+        "--snapshot-bytes",
+        "64KiB",
+        "--summary-json",
+        str(summary_path),
+    )
+    replayed = run(
+        app,
+        "replay",
+        "--corpus",
+        str(tmp_path / "corpus"),
+        "--target",
+        str(tmp_path / "watch"),
+        "--speed",
+        "max",
+        "--snapshot-bytes-per-s",
+        "max",
+    )
+
+    assert generated.exit_code == 0, generated.output
+    assert replayed.exit_code == 0, replayed.output
+    snapshots = json.loads(summary_path.read_text())["snapshots"]
+    assert len(snapshots) >= 2 and all(s["size"] == 64 * 1024 and s["height"] % 10 == 0 for s in snapshots)
+    for s in snapshots:
+        assert (tmp_path / "watch" / s["relpath"]).read_bytes() == (tmp_path / "corpus" / s["relpath"]).read_bytes()
+    assert f"{len(snapshots)} snapshots" in generated.output and f"{len(snapshots)} snapshots" in replayed.output
+
+
+def test_a_snapshot_pace_is_a_byte_count_per_second_or_max():
+    assert parse_bytes_per_s("max") == math.inf
+    assert parse_bytes_per_s("256MiB") == 256 * 1024 * 1024
+    with pytest.raises(click.BadParameter):
+        parse_bytes_per_s("fast")
+    with pytest.raises(click.BadParameter):
+        parse_bytes_per_s("0")
