@@ -17,7 +17,7 @@ from hyperdata_sidecar.tools.generate import FIRST_BLOCK, generate_corpus
 from hyperdata_sidecar.tools.verify import default_topics
 
 from drill_kit import caught_up, end_offsets, kill, metric_value, records_since
-from sidecar_run import DAY_BOUNDARY, Sidecar
+from sidecar_run import DAY_BOUNDARY, Sidecar, assert_clean
 from test_seals import read_seals
 
 LINES_PER_HOUR = 200
@@ -79,8 +79,10 @@ async def test_each_snapshot_is_announced_once_with_offsets_that_split_every_par
         await worker.until(lambda: len(sidecar.events("backup")) >= 8, "6 hour files and 2 snapshots backed up")
         view = worker.get_json("/sidecar/snapshots/")
         emitted = metric_value(worker, "hyperdata_sidecar_snapshots_emitted_total")
+        report = await sidecar.verify(backup_dir=sidecar.backups, snapshot_grace_s=0.5)
     finally:
         assert worker.stop() == 0
+    assert_clean(report)  # the verifier's own reading: lines, seals and their ranges, snapshot events, backups
     topics = default_topics(sidecar.env)
     events = await read_events(kafka_bootstrap, sidecar.env["TOPIC_SNAPSHOTS"])
     records = (await records_since(kafka_bootstrap, topics, dict.fromkeys(await end_offsets(kafka_bootstrap, topics), 0))).data
