@@ -108,7 +108,9 @@ class BackupWorker:
                 )
             except (TimeoutError, KafkaError, OSError) as exc:
                 self.schedule.retry(manifest, time.monotonic() + RETRY_TICK_S)
-                sidecar.log.limited(logging.WARNING, "backup_retry_not_sent", manifest.path, 60.0, path=manifest.path, error=str(exc))
+                sidecar.log.limited(
+                    logging.WARNING, "backup_retry_not_sent", manifest.path, 60.0, path=manifest.path, error=str(exc)
+                )
 
     # ------------------------------------------------------------------ one attempt
 
@@ -121,7 +123,9 @@ class BackupWorker:
             started = time.monotonic()
             try:
                 existing = await sidecar.sink.find_existing(path, manifest.sha256)
-                ref = existing or await sidecar.sink.backup(sidecar.settings.watch_dir / path, relpath=path, sha256=manifest.sha256)
+                ref = existing or await sidecar.sink.backup(
+                    sidecar.settings.watch_dir / path, relpath=path, sha256=manifest.sha256
+                )
             except BackupError as exc:
                 self._failed(manifest, exc)
                 return
@@ -129,12 +133,24 @@ class BackupWorker:
             self.schedule.end(path)
             sidecar.metrics.backup_result("noop" if existing else "ok")
             sidecar.backups[path] = {
-                "status": "ok", "sink": sidecar.sink.name, "attempts": tries, "ref": ref,
-                "sha256": manifest.sha256, "revision": manifest.revision, "at": iso_utc(time.time()),
+                "status": "ok",
+                "sink": sidecar.sink.name,
+                "attempts": tries,
+                "ref": ref,
+                "sha256": manifest.sha256,
+                "revision": manifest.revision,
+                "at": iso_utc(time.time()),
             }
             sidecar.log.info(
-                "backup", path=path, ref=ref, size=manifest.size, sha256=manifest.sha256, revision=manifest.revision,
-                attempts=tries, already_present=existing is not None, seconds=round(time.monotonic() - started, 3),
+                "backup",
+                path=path,
+                ref=ref,
+                size=manifest.size,
+                sha256=manifest.sha256,
+                revision=manifest.revision,
+                attempts=tries,
+                already_present=existing is not None,
+                seconds=round(time.monotonic() - started, 3),
             )
 
     def _no_copy_needed(self, manifest: BackupSubject) -> bool:
@@ -150,8 +166,12 @@ class BackupWorker:
             self.schedule.end(path)
             error = "the file changed after its seal (it shrank or its first bytes changed); the sealed content is gone"
             sidecar.backups[path] = {
-                "status": "failed", "sink": sidecar.sink.name, "reason": "hash_mismatch", "error": error,
-                "revision": manifest.revision, "at": iso_utc(time.time()),
+                "status": "failed",
+                "sink": sidecar.sink.name,
+                "reason": "hash_mismatch",
+                "error": error,
+                "revision": manifest.revision,
+                "at": iso_utc(time.time()),
             }
             sidecar.log.warning("backup_not_possible", path=path, revision=manifest.revision, error=error)
             return True
@@ -174,17 +194,28 @@ class BackupWorker:
         step = after_failure(tries, exc.reason, sidecar.settings.backup_max_tries)
         sidecar.metrics.backup_result("failed")
         sidecar.backups[path] = {
-            "status": "parked" if step.outcome is Outcome.PARK else "failed", "sink": sidecar.sink.name,
-            "attempts": tries, "reason": exc.reason, "error": str(exc), "revision": manifest.revision, "at": iso_utc(time.time()),
+            "status": "parked" if step.outcome is Outcome.PARK else "failed",
+            "sink": sidecar.sink.name,
+            "attempts": tries,
+            "reason": exc.reason,
+            "error": str(exc),
+            "revision": manifest.revision,
+            "at": iso_utc(time.time()),
         }
         if step.outcome is Outcome.RETRY:
             self.schedule.retry(manifest, time.monotonic() + step.delay_s)
-            sidecar.log.warning("backup_failed", path=path, attempt=tries, reason=exc.reason, error=str(exc), retry_in_s=step.delay_s)
+            sidecar.log.warning(
+                "backup_failed", path=path, attempt=tries, reason=exc.reason, error=str(exc), retry_in_s=step.delay_s
+            )
             return
         self.schedule.end(path)
         if step.outcome is Outcome.PARK:
             sidecar.log.error(
-                "backup_parked", path=path, attempts=tries, reason=exc.reason, error=str(exc),
+                "backup_parked",
+                path=path,
+                attempts=tries,
+                reason=exc.reason,
+                error=str(exc),
                 retry=f"on the next start, or: faust -A hyperdata_sidecar backup-retry {path}",
             )
         else:

@@ -116,7 +116,9 @@ async def seal(sidecar: AgentHost, published: PublishedSeals, manifest: SealMani
             # The data plane never gives a record up while the broker is away; what fails here is a
             # refusal (seal topic missing, not authorized) or the one read of the seal topic.
             sidecar.metrics.producer_error("seal")
-            sidecar.log.limited(logging.WARNING, "seal_failed", manifest.path, 10.0, path=manifest.path, error=str(exc), retry_in_s=backoff.delay)
+            sidecar.log.limited(
+                logging.WARNING, "seal_failed", manifest.path, 10.0, path=manifest.path, error=str(exc), retry_in_s=backoff.delay
+            )
             if not await backoff.wait(sidecar.pause):
                 return  # stopping: the rotation is handed over again on the next start
     published.add(manifest)

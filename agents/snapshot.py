@@ -97,13 +97,19 @@ async def publish(sidecar: AgentHost, published: PublishedSnapshots, event: dict
                 await sidecar.dataplane.send(sidecar.settings.topic_snapshots, str(height).encode(), orjson.dumps(event))
                 sidecar.metrics.snapshot_emitted()
                 sidecar.log.info(
-                    "snapshot", path=path, height=height, size=event["size"], sha256=event["sha256"],
+                    "snapshot",
+                    path=path,
+                    height=height,
+                    size=event["size"],
+                    sha256=event["sha256"],
                     partial=event.get("partial", []),
                 )
             break
         except (TimeoutError, KafkaException, KafkaError, OSError) as exc:
             sidecar.metrics.producer_error("snapshot")
-            sidecar.log.limited(logging.WARNING, "snapshot_event_failed", path, 10.0, path=path, error=str(exc), retry_in_s=backoff.delay)
+            sidecar.log.limited(
+                logging.WARNING, "snapshot_event_failed", path, 10.0, path=path, error=str(exc), retry_in_s=backoff.delay
+            )
             if not await backoff.wait(sidecar.pause):
                 return False
     published.add(height)

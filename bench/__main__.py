@@ -40,14 +40,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(SCENARIOS),
         help=f"comma-separated, run in this order (default: {','.join(SCENARIOS)})",
     )
-    parser.add_argument(
-        "--backlog-mb", type=float, default=1024, help="catch-up backlog size across the three tables (1024)"
-    )
+    parser.add_argument("--backlog-mb", type=float, default=1024, help="catch-up backlog size across the three tables (1024)")
     parser.add_argument("--backlog-hours", type=int, default=2, help="hour files per table in the backlog (2)")
     parser.add_argument("--live-s", type=float, default=60, help="seconds of live appending at production rates (60)")
-    parser.add_argument(
-        "--tap-cadence-s", type=float, default=0.1, help="the tap appends every this many seconds (0.1)"
-    )
+    parser.add_argument("--tap-cadence-s", type=float, default=0.1, help="the tap appends every this many seconds (0.1)")
     parser.add_argument(
         "--snapshot-mb",
         type=float,
@@ -55,20 +51,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a node snapshot of this size lands halfway through the live run (1300, a real one's size; 0: none)",
     )
     parser.add_argument("--seal-small-mb", type=float, default=1, help="the small hour file of the seal scenario (1)")
-    parser.add_argument(
-        "--seal-large-mb", type=float, default=1024, help="the large hour file of the seal scenario (1024)"
-    )
-    parser.add_argument(
-        "--stage-lines", type=int, default=200_000, help="lines timed per stage, production mix (200000)"
-    )
+    parser.add_argument("--seal-large-mb", type=float, default=1024, help="the large hour file of the seal scenario (1024)")
+    parser.add_argument("--stage-lines", type=int, default=200_000, help="lines timed per stage, production mix (200000)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")
-    parser.add_argument(
-        "--out-dir", type=Path, default=REPO / "var" / "bench", help="results and scratch space (var/bench)"
-    )
-    parser.add_argument(
-        "--doc", type=Path, default=REPO / "docs" / "benchmarks.md", help="append the results table here"
-    )
+    parser.add_argument("--out-dir", type=Path, default=REPO / "var" / "bench", help="results and scratch space (var/bench)")
+    parser.add_argument("--doc", type=Path, default=REPO / "docs" / "benchmarks.md", help="append the results table here")
     parser.add_argument("--no-doc", action="store_true", help="do not append to the doc")
     parser.add_argument("--keep-work", action="store_true", help="keep the corpora and worker logs under the out dir")
     parser.add_argument("--profile", type=Path, help="run the catch-up worker under cProfile, writing this file")
@@ -130,9 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     run["total_s"] = round(time.time() - began, 1)
     report.write_json(json_path, run, results)
-    print(
-        f"\n== all figures ({run['total_s'] / 60:.1f} min; {run['json']})\n{report.console_table([*results.values()])}"
-    )
+    print(f"\n== all figures ({run['total_s'] / 60:.1f} min; {run['json']})\n{report.console_table([*results.values()])}")
     if not args.no_doc:
         with open(args.doc, "a") as doc:
             doc.write("\n" + report.markdown(run, [*results.values()]))

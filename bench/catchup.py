@@ -31,9 +31,7 @@ def run(ctx: RunContext) -> ScenarioResult:
     worker = SidecarWorker(
         ctx.scenario_dir("catchup"), ctx.broker.bootstrap, ctx.topic_prefix("catchup"), **ctx.options.worker_settings
     )
-    print(
-        f"  writing a {options.backlog_mb:,.0f} MB backlog ({options.backlog_hours} hour(s) per table) ...", flush=True
-    )
+    print(f"  writing a {options.backlog_mb:,.0f} MB backlog ({options.backlog_hours} hour(s) per table) ...", flush=True)
     backlog = write_backlog(worker.watch, megabytes=options.backlog_mb, hours=options.backlog_hours, seed=options.seed)
     ctx.backlog = backlog
     print(f"  {backlog.lines:,} lines, {backlog.bytes / 1e6:,.0f} MB in {backlog.seconds:.1f}s", flush=True)
@@ -44,9 +42,7 @@ def run(ctx: RunContext) -> ScenarioResult:
         published = worker.lines_published()
     finally:
         worker.stop()
-    topic_messages = kafka.message_counts(
-        ctx.broker.bootstrap, {spec.dir_name: worker.topic(spec.topic_env) for spec in TABLES}
-    )
+    topic_messages = kafka.message_counts(ctx.broker.bootstrap, {spec.dir_name: worker.topic(spec.topic_env) for spec in TABLES})
     lines_by_table = _lines_by_table(backlog.files)
     result.details = {
         "backlog": {
@@ -101,9 +97,7 @@ def _report(result: ScenarioResult, backlog: CorpusSummary, details: dict[str, A
         f"{machine:.0f}% of 200%, of which other processes {others:.0f}%, stolen by the hypervisor {cpu['steal_pct_of_one_core']:.0f}%",
     )
     peak_mb = details["peak_rss_kib"] / 1024
-    result.row(
-        "peak RSS (VmHWM)", f"{peak_mb:.0f} MB", f"≤ {targets.PEAK_RSS_MB:.0f} MB", peak_mb <= targets.PEAK_RSS_MB
-    )
+    result.row("peak RSS (VmHWM)", f"{peak_mb:.0f} MB", f"≤ {targets.PEAK_RSS_MB:.0f} MB", peak_mb <= targets.PEAK_RSS_MB)
     result.row(
         "RSS at half way / at the end",
         f"{details['rss_half_kib'] / 1024:.0f} MB / {details['rss_end_kib'] / 1024:.0f} MB",
@@ -134,13 +128,9 @@ def _measure(worker: SidecarWorker, files: list[FileSummary], ctx: RunContext) -
         if acked == total_bytes and all(rows[path]["offset"] == size for path, size in expected.items()):
             break
         if worker.process.poll() is not None:
-            raise BenchError(
-                f"the worker exited ({worker.process.returncode}) during the catch-up; see {worker.log_path}"
-            )
+            raise BenchError(f"the worker exited ({worker.process.returncode}) during the catch-up; see {worker.log_path}")
         if time.monotonic() > deadline:
-            raise BenchError(
-                f"catch-up not done after {time.monotonic() - cpu.began:.0f}s ({acked:,} of {total_bytes:,} bytes)"
-            )
+            raise BenchError(f"catch-up not done after {time.monotonic() - cpu.began:.0f}s ({acked:,} of {total_bytes:,} bytes)")
         if time.monotonic() >= next_progress:
             print(f"    {now - began:5.0f}s  {acked / 1e6:8,.0f} of {total_bytes / 1e6:,.0f} MB acked", flush=True)
             next_progress += PROGRESS_EVERY_S

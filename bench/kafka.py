@@ -117,8 +117,7 @@ async def partitions_of(bootstrap: str, topic: str, patience_s: float = 30.0) ->
             (described,) = await admin.describe_topics([topic])
             if not described["error_code"] and described["partitions"]:
                 return [
-                    TopicPartition(topic, p["partition"])
-                    for p in sorted(described["partitions"], key=lambda p: p["partition"])
+                    TopicPartition(topic, p["partition"]) for p in sorted(described["partitions"], key=lambda p: p["partition"])
                 ]
             if time.monotonic() > deadline:
                 raise TimeoutError(f"topic {topic} has no partitions in the metadata after {patience_s:.0f}s")

@@ -151,9 +151,7 @@ class LatencyRecorder:
             "append_to_create_time": self.sidecar.summary(),
             "create_time_to_receive": self.delivery.summary(),
             "by_second": [
-                {"records": n, "mean_s": round(total / n, 3), "max_s": round(worst, 3)}
-                for n, total, worst in self.by_second
-                if n
+                {"records": n, "mean_s": round(total / n, 3), "max_s": round(worst, 3)} for n, total, worst in self.by_second if n
             ],
         }
 

@@ -56,7 +56,9 @@ class SnapshotLanding(threading.Thread):
 
 def snapshot_height(corpus: CorpusSummary) -> int:
     """A height every table passes in the middle of the run: the lowest of the tables' middle blocks."""
-    return min((f.first_block + f.last_block) // 2 for f in corpus.files if f.first_block is not None and f.last_block is not None)
+    return min(
+        (f.first_block + f.last_block) // 2 for f in corpus.files if f.first_block is not None and f.last_block is not None
+    )
 
 
 def run(ctx: RunContext) -> ScenarioResult:
@@ -102,7 +104,9 @@ def _snapshot_outcome(worker: SidecarWorker, landing: SnapshotLanding) -> tuple[
     if landing.written is None:
         return label, "not written", "an event", False
     try:
-        event = worker.wait_for(lambda: next(iter(worker.events("snapshot")), None), "the snapshot's event", SNAPSHOT_EVENT_WAIT_S)
+        event = worker.wait_for(
+            lambda: next(iter(worker.events("snapshot")), None), "the snapshot's event", SNAPSHOT_EVENT_WAIT_S
+        )
     except BenchError:
         return label, f"written in {landing.written[1] - landing.written[0]:.1f} s; no event", "an event", False
     complete = next(iter(worker.events("snapshot_complete")), None)
@@ -144,9 +148,7 @@ def _replay_and_measure(
         try:
             consumer.wait(DRAIN_S)
         except subprocess.TimeoutExpired:
-            raise BenchError(
-                f"the consumer did not see every line within {DRAIN_S:.0f}s after the tap stopped"
-            ) from None
+            raise BenchError(f"the consumer did not see every line within {DRAIN_S:.0f}s after the tap stopped") from None
         if consumer.returncode:
             raise BenchError(f"the latency consumer failed (exit {consumer.returncode}); see {root}")
     finally:

@@ -76,9 +76,7 @@ def run(ctx: RunContext) -> ScenarioResult:
     counts = kafka.message_counts(ctx.broker.bootstrap, topics)
     expected = {table: lines for table, (_path, lines) in keyed.items()}
     lines = sum(expected.values())
-    kcat_cpu = (children_after.ru_utime + children_after.ru_stime) - (
-        children_before.ru_utime + children_before.ru_stime
-    )
+    kcat_cpu = (children_after.ru_utime + children_after.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
     lines_per_s = lines / seconds
     result.details = {
         "kcat_settings": list(kcat_settings(ctx)),
@@ -149,7 +147,13 @@ def kcat_settings(ctx: RunContext) -> tuple[str, ...]:
 
 
 def _start_kcat(
-    kcat: str, bootstrap: str, topic: str, keyed: Path, root: Path, table: str, backlog: CorpusSummary,
+    kcat: str,
+    bootstrap: str,
+    topic: str,
+    keyed: Path,
+    root: Path,
+    table: str,
+    backlog: CorpusSummary,
     settings: tuple[str, ...],
 ) -> subprocess.Popen:
     first = next(f for f in backlog.files if f.table == table)

@@ -120,9 +120,7 @@ def _wait_caught_up(worker: SidecarWorker, cases: list[SealCase]) -> float:
     return time.time()
 
 
-def _rotate_and_measure(
-    worker: SidecarWorker, watcher: TopicWatcher, case: SealCase, root: Path, seed: int
-) -> dict[str, Any]:
+def _rotate_and_measure(worker: SidecarWorker, watcher: TopicWatcher, case: SealCase, root: Path, seed: int) -> dict[str, Any]:
     """Append the tail, create the next hour's file, wait for the seal record; the timings."""
     following = _next_hour_file(case, root, seed)
     with open(case.path, "ab") as f:

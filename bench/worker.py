@@ -177,9 +177,7 @@ class SidecarWorker:
         deadline = time.monotonic() + timeout_s
         while True:
             if self.process is not None and self.process.poll() is not None:
-                raise BenchError(
-                    f"the worker exited ({self.process.returncode}) waiting for {what}; see {self.log_path}"
-                )
+                raise BenchError(f"the worker exited ({self.process.returncode}) waiting for {what}; see {self.log_path}")
             result = condition()
             if result:
                 return result

@@ -55,9 +55,7 @@ fills = app.topic(
     value_serializer="raw",
 )
 # A table written from a topic's agent must have that topic's partition count (co-partitioning).
-fills_per_coin = app.Table(
-    "fills-per-coin", default=int, partitions=spec_for(load_contract(), "fills").partitions
-)
+fills_per_coin = app.Table("fills-per-coin", default=int, partitions=spec_for(load_contract(), "fills").partitions)
 
 
 @app.agent(fills, name="fills_counter.count")

@@ -304,8 +304,7 @@ def _copy_verified(src_fd: int, dir_fd: int, name: str, sha256: str, local_path:
     """Copy ``src_fd`` to ``name`` in ``dir_fd`` through a temp file; no partial file survives a failure."""
     tmp = _temp_name(name)
     try:
-        tmp_fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o644, dir_fd=dir_fd)
+        tmp_fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
     except OSError as err:
         raise _error(err, on_source=False, what=f"cannot create a temp file for {name!r}") from err
     try:
@@ -315,9 +314,7 @@ def _copy_verified(src_fd: int, dir_fd: int, name: str, sha256: str, local_path:
         finally:
             os.close(tmp_fd)
         if copied != sha256:
-            raise BackupError(
-                "hash_mismatch", f"source {local_path} changed: it hashes to {copied}, the seal says {sha256}"
-            )
+            raise BackupError("hash_mismatch", f"source {local_path} changed: it hashes to {copied}, the seal says {sha256}")
         _verify_copy(dir_fd, tmp, sha256, name)
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         os.fsync(dir_fd)
@@ -414,9 +411,7 @@ def make_sink(name: str, backup_dir: Path) -> BackupSink:
     if not (isinstance(sink_class, type) and issubclass(sink_class, BackupSink)):
         raise ConfigError("BACKUP_SINK", f"sink {name!r} ({entry.value}) is not a BackupSink subclass")
     if getattr(sink_class, "name", None) != name:
-        raise ConfigError(
-            "BACKUP_SINK", f"sink {name!r} ({entry.value}) names itself {getattr(sink_class, 'name', None)!r}"
-        )
+        raise ConfigError("BACKUP_SINK", f"sink {name!r} ({entry.value}) names itself {getattr(sink_class, 'name', None)!r}")
     try:
         return sink_class.create(Path(backup_dir))
     except ConfigError:

@@ -101,9 +101,7 @@ def parse_table_numbers(text: str | None, *, what: str) -> int | dict[str, float
         name, _, number = item.partition("=")
         table = _TABLE_NAMES.get(name.strip())
         if table is None:
-            raise click.BadParameter(
-                f"{what}: unknown table {name.strip()!r} (use {', '.join(list(_TABLE_NAMES)[:4])})"
-            )
+            raise click.BadParameter(f"{what}: unknown table {name.strip()!r} (use {', '.join(list(_TABLE_NAMES)[:4])})")
         try:
             out[table] = float(number)
         except ValueError:
@@ -191,7 +189,10 @@ def install_commands(app: faust.App) -> None:
         wanted = None if node == "any" else (node or settings.node_id)
         event = newest_at_or_below(events, height, wanted)
         if event is None:
-            print(f"offsets: no snapshot at or below height {height} from node {wanted or 'any'} on {settings.topic_snapshots}", file=sys.stderr)
+            print(
+                f"offsets: no snapshot at or below height {height} from node {wanted or 'any'} on {settings.topic_snapshots}",
+                file=sys.stderr,
+            )
             return 1
         print(json.dumps(event, indent=2))
         return 0

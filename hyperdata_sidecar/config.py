@@ -331,7 +331,8 @@ def _backup_sink(raw: Mapping[str, str]) -> str:
     names = backup_sink_names()
     if not names:
         raise ConfigError(
-            "BACKUP_SINK", f"no backup sink is registered in entry-point group {BACKUP_SINK_GROUP}: is hyperdata-sidecar installed?"
+            "BACKUP_SINK",
+            f"no backup sink is registered in entry-point group {BACKUP_SINK_GROUP}: is hyperdata-sidecar installed?",
         )
     return _choice(raw, "BACKUP_SINK", names)
 

@@ -38,9 +38,7 @@ STATS_INTERVAL_MS = 1000  # broker states for readiness
 METADATA_TIMEOUT_S = 10.0
 BATCH_FRAMING_BYTES = 512  # a record batch's own bytes on top of its records, with margin
 #: Connection errors that say the broker is unreachable (logged at most once per minute each).
-TRANSPORT_ERRORS = frozenset(
-    {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL", "_AUTHENTICATION"}
-)
+TRANSPORT_ERRORS = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL", "_AUTHENTICATION"})
 
 
 class DataPlaneError(Exception):
@@ -94,8 +92,11 @@ class DataPlane:
         if self.batch_bytes < self.settings.producer_batch_bytes:
             smallest = min(limits, key=limits.__getitem__)
             self.log.warning(
-                "topic_limit_below_contract", topic=smallest, max_message_bytes=limits[smallest],
-                batch_bytes=self.batch_bytes, contract=producer_max_request_size(load_contract({})),
+                "topic_limit_below_contract",
+                topic=smallest,
+                max_message_bytes=limits[smallest],
+                batch_bytes=self.batch_bytes,
+                contract=producer_max_request_size(load_contract({})),
             )
         self._producer = Producer(self._config())
         self._set_connected(True)

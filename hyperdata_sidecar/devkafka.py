@@ -70,8 +70,7 @@ def default_cache_dir() -> Path:
 
 def _pom() -> str:
     dependencies = "\n".join(
-        f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
-        f"<version>{version}</version></dependency>"
+        f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{version}</version></dependency>"
         for group, artifact, version in _ARTIFACTS
     )
     return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -101,8 +100,7 @@ def resolve_jars(cache_dir: Path | None = None) -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise DevKafkaError(
-            f"mvn not found on PATH: install Maven, needed once to fetch the Kafka "
-            f"{KAFKA_VERSION} jars into {cache}"
+            f"mvn not found on PATH: install Maven, needed once to fetch the Kafka {KAFKA_VERSION} jars into {cache}"
         )
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
@@ -113,16 +111,22 @@ def resolve_jars(cache_dir: Path | None = None) -> Path:
         staging = cache / "libs.partial"
         shutil.rmtree(staging, ignore_errors=True)
         result = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(cache / "pom.xml"),
-             f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
-             "-DincludeScope=runtime", f"-DoutputDirectory={staging}"],
-            capture_output=True, text=True,
+            [
+                mvn,
+                "-q",
+                "-B",
+                "-f",
+                str(cache / "pom.xml"),
+                f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={staging}",
+            ],
+            capture_output=True,
+            text=True,
         )
         if result.returncode != 0:
             output = (result.stdout + result.stderr).strip().splitlines()[-15:]
-            raise DevKafkaError(
-                "Maven could not resolve the Kafka jars:\n" + "\n".join(output)
-            )
+            raise DevKafkaError("Maven could not resolve the Kafka jars:\n" + "\n".join(output))
         shutil.rmtree(libs, ignore_errors=True)
         staging.rename(libs)
         (libs / ".complete").touch()
@@ -177,11 +181,7 @@ logger.request.level = WARN
 
 
 def _read_ports(properties: Path) -> tuple[int, int]:
-    values = dict(
-        line.split("=", 1)
-        for line in properties.read_text().splitlines()
-        if "=" in line and not line.startswith("#")
-    )
+    values = dict(line.split("=", 1) for line in properties.read_text().splitlines() if "=" in line and not line.startswith("#"))
     port = int(values["advertised.listeners"].rsplit(":", 1)[1])
     controller_port = int(values["controller.quorum.bootstrap.servers"].rsplit(":", 1)[1])
     return port, controller_port
@@ -294,9 +294,7 @@ class LocalKafka:
             raise DevKafkaError(f"Kafka is already running (pid {self.pid()}) for {self.data_dir}")
         java = shutil.which("java")
         if java is None:
-            raise DevKafkaError(
-                "java not found on PATH: install a Java 17+ runtime to run the local Kafka broker"
-            )
+            raise DevKafkaError("java not found on PATH: install a Java 17+ runtime to run the local Kafka broker")
         libs = resolve_jars(self.cache_dir)
         self._check_ports()
         self._prepare_data_dir(java, libs)
@@ -345,36 +343,53 @@ class LocalKafka:
     def _prepare_data_dir(self, java: str, libs: Path) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self._properties_path.exists():
-            self._properties_path.write_text(
-                _server_properties(self.data_dir, self.port, self.controller_port)
-            )
+            self._properties_path.write_text(_server_properties(self.data_dir, self.port, self.controller_port))
         (self.data_dir / "log4j2.properties").write_text(_log4j_properties(self.data_dir))
         if not (self.data_dir / "logs" / "meta.properties").exists():
             self._format_storage(java, libs)
 
     def _format_storage(self, java: str, libs: Path) -> None:
         result = subprocess.run(
-            [java, "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format", "--standalone",
-             "--ignore-formatted", "-t", _random_cluster_id(), "-c", str(self._properties_path)],
-            capture_output=True, text=True,
+            [
+                java,
+                "-cp",
+                f"{libs}/*",
+                "kafka.tools.StorageTool",
+                "format",
+                "--standalone",
+                "--ignore-formatted",
+                "-t",
+                _random_cluster_id(),
+                "-c",
+                str(self._properties_path),
+            ],
+            capture_output=True,
+            text=True,
         )
         if result.returncode != 0:
             raise DevKafkaError(
-                f"formatting Kafka storage in {self.data_dir / 'logs'} failed: "
-                f"{(result.stdout + result.stderr).strip()}"
+                f"formatting Kafka storage in {self.data_dir / 'logs'} failed: {(result.stdout + result.stderr).strip()}"
             )
 
     def _launch(self, java: str, libs: Path) -> None:
         command = [
-            java, *_JVM_OPTIONS,
+            java,
+            *_JVM_OPTIONS,
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
-            "-cp", f"{libs}/*", _MAIN_CLASS, str(self._properties_path),
+            "-cp",
+            f"{libs}/*",
+            _MAIN_CLASS,
+            str(self._properties_path),
         ]
         with open(self.data_dir / "broker.out", "ab") as out:
             # A session of its own: Ctrl-C in the terminal that started it must not reach it.
             self._process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                cwd=self.data_dir, start_new_session=True,
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=True,
             )
         self._pid_path.write_text(f"{self._process.pid}\n")
 
@@ -382,17 +397,12 @@ class LocalKafka:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.is_running():
-                raise DevKafkaError(
-                    f"Kafka exited during start-up; see {self.log_path} and "
-                    f"{self.data_dir / 'broker.out'}"
-                )
+                raise DevKafkaError(f"Kafka exited during start-up; see {self.log_path} and {self.data_dir / 'broker.out'}")
             if _accepts_connections(self.port) and _serves_metadata(self.bootstrap):
                 return
             time.sleep(0.25)
         self.stop()
-        raise DevKafkaError(
-            f"Kafka did not serve on {self.bootstrap} within {timeout:.0f}s; see {self.log_path}"
-        )
+        raise DevKafkaError(f"Kafka did not serve on {self.bootstrap} within {timeout:.0f}s; see {self.log_path}")
 
     def _wait_for_exit(self, pid: int, timeout: float) -> bool:
         if self._process is not None and self._process.pid == pid:
@@ -435,6 +445,7 @@ def _serves_metadata(bootstrap: str) -> bool:
 
     A thread of its own keeps this callable from inside a running event loop too.
     """
+
     async def round_trip() -> bool:
         from aiokafka.admin import AIOKafkaAdminClient
 
@@ -463,18 +474,20 @@ def main(argv: list[str] | None = None) -> int:
         "Needs Java 17+; Maven once, to fetch the jars into $HYPERDATA_KAFKA_CACHE "
         f"(default {default_cache_dir()}).",
     )
-    parser.add_argument("command", choices=("start", "stop", "status", "ensure"),
-                        help="start; stop (SIGTERM, then SIGKILL); status (exit 0 running, 3 not); "
-                        "ensure (start unless running)")
-    parser.add_argument("--port", type=int, default=None,
-                        help="client port (default: the data dir's, else 9092)")
-    parser.add_argument("--controller-port", type=int, default=None,
-                        help="KRaft controller port (default: port + 1)")
-    parser.add_argument("--data-dir", type=Path, default=Path("var/kafka"),
-                        help="config, storage, logs and pid file; relative to the current "
-                        "directory (default var/kafka)")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds to wait for the broker to serve (default 120)")
+    parser.add_argument(
+        "command",
+        choices=("start", "stop", "status", "ensure"),
+        help="start; stop (SIGTERM, then SIGKILL); status (exit 0 running, 3 not); ensure (start unless running)",
+    )
+    parser.add_argument("--port", type=int, default=None, help="client port (default: the data dir's, else 9092)")
+    parser.add_argument("--controller-port", type=int, default=None, help="KRaft controller port (default: port + 1)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("var/kafka"),
+        help="config, storage, logs and pid file; relative to the current directory (default var/kafka)",
+    )
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the broker to serve (default 120)")
     args = parser.parse_args(argv)
     broker = LocalKafka(args.data_dir, args.port, args.controller_port)
     try:

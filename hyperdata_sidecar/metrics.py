@@ -122,9 +122,7 @@ class SidecarMetrics:
         table, table_file = ("table",), ("table", "file")
         self._lines = counter("lines_published_total", "Data lines acked by the broker.", table)
         self._bytes = counter("bytes_read_total", "Bytes read from the node's hour files.", table)
-        self._publish_lag = gauge(
-            "publish_lag_seconds", "Now minus the newest published block_time (0 before any).", table
-        )
+        self._publish_lag = gauge("publish_lag_seconds", "Now minus the newest published block_time (0 before any).", table)
         self._tail_lag = _CurrentFileGauge(
             gauge("tail_offset_lag_bytes", "File size minus persisted offset, current file only.", table_file)
         )
@@ -157,21 +155,18 @@ class SidecarMetrics:
             table,
         )
         self._broker_connected = gauge("broker_connected", "1 while the data-plane producer is connected.")
-        self._deleted = counter(
-            "deleted_files_total", "Hour files deleted under the tailer.", ("table", "reason")
-        )
-        self._truncated = counter(
-            "truncated_files_total", "Hour files found shorter than their offset.", table
-        )
-        self._ready = gauge(
-            "ready", "1 when tables are recovered, the producer connected and WATCH_DIR readable."
-        )
+        self._deleted = counter("deleted_files_total", "Hour files deleted under the tailer.", ("table", "reason"))
+        self._truncated = counter("truncated_files_total", "Hour files found shorter than their offset.", table)
+        self._ready = gauge("ready", "1 when tables are recovered, the producer connected and WATCH_DIR readable.")
         self._read_failures = counter(
             "read_failures_total", "Polls of a table that failed to read its hour files (the table keeps its position).", table
         )
-        self._late_appends = counter("late_appends_total", "Sealed hour files found grown (each gets a new seal revision).", table)
+        self._late_appends = counter(
+            "late_appends_total", "Sealed hour files found grown (each gets a new seal revision).", table
+        )
         self._rewritten = counter(
-            "sealed_files_rewritten_total", "Sealed hour files found shorter or with other first bytes (no longer read).",
+            "sealed_files_rewritten_total",
+            "Sealed hour files found shorter or with other first bytes (no longer read).",
             ("table", "reason"),
         )
         self._regressions = counter(
@@ -192,19 +187,21 @@ class SidecarMetrics:
             return
         self._tables.add(table)
         for metric in (
-            self._lines, self._bytes, self._seals, self._truncated, self._files_tailed,
-            self._read_failures, self._late_appends, self._regressions,
+            self._lines,
+            self._bytes,
+            self._seals,
+            self._truncated,
+            self._files_tailed,
+            self._read_failures,
+            self._late_appends,
+            self._regressions,
         ):
             metric.labels(table)
         for reason in REWRITE_REASONS:
             self._rewritten.labels(table, reason)
         self._poll_cycle.labels(table)
-        self._publish_lag.labels(table).set_function(
-            lambda: self._lag_since(self._newest_block_time.get(table))
-        )
-        self._oldest_unsealed_age.labels(table).set_function(
-            lambda: self._lag_since(self._oldest_unsealed.get(table))
-        )
+        self._publish_lag.labels(table).set_function(lambda: self._lag_since(self._newest_block_time.get(table)))
+        self._oldest_unsealed_age.labels(table).set_function(lambda: self._lag_since(self._oldest_unsealed.get(table)))
         self._track_alerting(table)
 
     def _lag_since(self, epoch: float | None) -> float:

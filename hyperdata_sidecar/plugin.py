@@ -122,7 +122,10 @@ class Sidecar:
         elif not self.broker_connected and self.lifecycle.phase is not Phase.STOPPING:
             reasons.append(f"broker unreachable ({self.settings.kafka_bootstrap})")
         reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(self.holds.items())]
-        reasons += [f"{table}: cannot read the watched tree, keeping its position: {error}" for table, error in sorted(self.unreadable.items())]
+        reasons += [
+            f"{table}: cannot read the watched tree, keeping its position: {error}"
+            for table, error in sorted(self.unreadable.items())
+        ]
         watch = self.settings.watch_dir
         if not (os.path.isdir(watch) and os.access(watch, os.R_OK | os.X_OK)):
             reasons.append(f"WATCH_DIR {watch} is not a readable directory")
@@ -185,19 +188,35 @@ class Sidecar:
 
     def file_lost(self, table: str, path: str, reason: str, published_to: int, size_seen: int) -> None:
         self.metrics.file_lost(table)
-        self.lost.append({"path": path, "reason": reason, "published_to": published_to, "size_seen": size_seen, "at": iso_utc(time.time())})
+        self.lost.append(
+            {"path": path, "reason": reason, "published_to": published_to, "size_seen": size_seen, "at": iso_utc(time.time())}
+        )
         self.log.error("file_lost", table=table, path=path, reason=reason, published_to=published_to, size_seen=size_seen)
 
     def block_regression(self, table: str, path: str, regression: Regression) -> None:
         self.metrics.block_regression(table)
         seen = self.regressions.get(table, {}).get("count", 0) + 1
         self.regressions[table] = {
-            "count": seen, "path": path, "offset": regression.offset, "previous": regression.previous,
-            "block": regression.block, "epoch": regression.epoch, "at": iso_utc(time.time()),
+            "count": seen,
+            "path": path,
+            "offset": regression.offset,
+            "previous": regression.previous,
+            "block": regression.block,
+            "epoch": regression.epoch,
+            "at": iso_utc(time.time()),
         }
         self.log.limited(
-            logging.WARNING, "block_regression", table, 10.0, table=table, path=path, offset=regression.offset,
-            previous_block=regression.previous, block=regression.block, epoch=regression.epoch, since_start=seen,
+            logging.WARNING,
+            "block_regression",
+            table,
+            10.0,
+            table=table,
+            path=path,
+            offset=regression.offset,
+            previous_block=regression.previous,
+            block=regression.block,
+            epoch=regression.epoch,
+            since_start=seen,
         )
 
     def late_append(self, table: str, path: str, revision: int, sealed_size: int, size: int) -> None:
@@ -209,7 +228,9 @@ class Sidecar:
 
     def sealed_file_rewritten(self, table: str, path: str, reason: str, sealed_size: int, size: int) -> None:
         self.metrics.sealed_file_rewritten(table, reason)
-        self.rewritten.append({"path": path, "reason": reason, "sealed_size": sealed_size, "size": size, "at": iso_utc(time.time())})
+        self.rewritten.append(
+            {"path": path, "reason": reason, "sealed_size": sealed_size, "size": size, "at": iso_utc(time.time())}
+        )
         self.log.error("sealed_file_rewritten", table=table, path=path, reason=reason, sealed_size=sealed_size, size=size)
 
     def hold(self, table: str, reason: str | None) -> None:
@@ -221,7 +242,10 @@ class Sidecar:
     # ------------------------------------------------------------------ SnapshotHost
 
     def published_past(self, height: int) -> dict[str, bool]:
-        return {table: tailer.published_block is not None and tailer.published_block > height for table, tailer in self.tailers.items()}
+        return {
+            table: tailer.published_block is not None and tailer.published_block > height
+            for table, tailer in self.tailers.items()
+        }
 
     async def resume_offsets(self, height: int) -> dict[str, dict[int, int]] | None:
         partitions = {topic: self.dataplane.partitions[topic] for topic in self.settings.topics.values()}
@@ -286,12 +310,13 @@ class Sidecar:
             except (TimeoutError, KafkaError, OSError) as exc:
                 self.broker_state(False)
                 error = self.connect_error(exc)
-                self.broker_wait = (
-                    f"waiting for Kafka at {self.settings.kafka_bootstrap}: {error} (attempt {attempt}, next in {backoff.delay:g}s)"
-                )
+                self.broker_wait = f"waiting for Kafka at {self.settings.kafka_bootstrap}: {error} (attempt {attempt}, next in {backoff.delay:g}s)"
                 self.log.warning(
-                    "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, attempt=attempt,
-                    error=error, retry_in_s=backoff.delay,
+                    "broker_connect_failed",
+                    bootstrap=self.settings.kafka_bootstrap,
+                    attempt=attempt,
+                    error=error,
+                    retry_in_s=backoff.delay,
                 )
             finally:
                 await client.close()
@@ -315,7 +340,9 @@ class Sidecar:
             except (TimeoutError, KafkaError, OSError, DataPlaneError) as exc:
                 self.broker_state(False)
                 self.log.warning(
-                    "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, error=self.connect_error(exc),
+                    "broker_connect_failed",
+                    bootstrap=self.settings.kafka_bootstrap,
+                    error=self.connect_error(exc),
                     retry_in_s=backoff.delay,
                 )
                 await backoff.wait(self.pause)
@@ -517,7 +544,9 @@ def _install_snapshot_loop(sidecar: Sidecar) -> None:
                     await sidecar.tick_snapshots()
                 except (TimeoutError, OSError, KafkaError) as exc:
                     # Unreadable snapshot dir, or the internal topic cannot take the event now: the next look tries again.
-                    sidecar.log.limited(logging.ERROR, "snapshot_poll_failed", "snapshots", 60.0, error=f"{type(exc).__name__}: {exc}")
+                    sidecar.log.limited(
+                        logging.ERROR, "snapshot_poll_failed", "snapshots", 60.0, error=f"{type(exc).__name__}: {exc}"
+                    )
                 except Exception as exc:
                     sidecar.log.error("poll_crashed", table="snapshots", error=f"{type(exc).__name__}: {exc}")
                     await sidecar.app.crash(exc)

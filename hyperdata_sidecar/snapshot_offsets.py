@@ -56,7 +56,12 @@ def snapshot_events(client_config: Mapping[str, Any], topic: str) -> list[dict[s
     """Every snapshot event on ``topic`` (values that are not JSON objects are passed over).
     Raises :class:`OffsetsUnavailable` when the topic cannot be read."""
     consumer = Consumer(
-        {**client_config, "group.id": "hyperdata-sidecar-offsets-command", "enable.auto.commit": False, "enable.partition.eof": True}
+        {
+            **client_config,
+            "group.id": "hyperdata-sidecar-offsets-command",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
     )
     events: list[dict[str, Any]] = []
     try:
@@ -102,7 +107,9 @@ def _resume_offset(consumer: Consumer, partition: TopicPartition, height: int) -
         consumer.assign([TopicPartition(partition.topic, partition.partition, offset)])
         message = consumer.poll(READ_TIMEOUT_S)
         if message is None or message.error() is not None:
-            raise OffsetsUnavailable(f"{partition.topic}[{partition.partition}] @{offset}: {message.error() if message else 'no record'}")
+            raise OffsetsUnavailable(
+                f"{partition.topic}[{partition.partition}] @{offset}: {message.error() if message else 'no record'}"
+            )
         # A consumed record's headers are a list of (name, value); a null header's value is None.
         return block_of(cast("list[tuple[str, bytes | None]]", message.headers() or []), partition, offset)
 

@@ -227,9 +227,15 @@ class TableTailer:
     def _writer(self, hour: HourFile, cursor: FileCursor) -> RecordWriter:
         """The record writer of ``hour`` at ``cursor``; a reopened file's ids carry its late tag."""
         return RecordWriter(
-            self.spec, self.topics, self.routes, hour.relpath, self.publisher.produce,
-            offset=cursor.byte_offset, seq_state=cursor.seq_state,
-            first_block=cursor.first_block, last_block=cursor.last_block,
+            self.spec,
+            self.topics,
+            self.routes,
+            hour.relpath,
+            self.publisher.produce,
+            offset=cursor.byte_offset,
+            seq_state=cursor.seq_state,
+            first_block=cursor.first_block,
+            last_block=cursor.last_block,
             late_tag=late_tag(hour) if cursor.stage is CursorStage.REOPENED else b"",
         )
 
@@ -347,12 +353,17 @@ class TableTailer:
             if cursor.stage is CursorStage.TAILING:
                 self._carry = tracked.writer.seq_state
                 self.host.metrics.file_deleted(self.table, "unsealed")
-                self.host.file_lost(self.table, path, "deleted before it was fully published", cursor.byte_offset, tracked.reader.last_size)
+                self.host.file_lost(
+                    self.table, path, "deleted before it was fully published", cursor.byte_offset, tracked.reader.last_size
+                )
             elif cursor.stage is CursorStage.REOPENED:
                 self.host.metrics.file_deleted(self.table, "unsealed")
                 self.host.file_lost(
-                    self.table, path, "deleted before the lines appended after its seal were published",
-                    cursor.byte_offset, tracked.reader.last_size,
+                    self.table,
+                    path,
+                    "deleted before the lines appended after its seal were published",
+                    cursor.byte_offset,
+                    tracked.reader.last_size,
                 )
             elif cursor.stage is CursorStage.FINALIZED and not self.host.sealed(path, cursor.revision):
                 self.host.metrics.file_deleted(self.table, "unsealed")
@@ -575,8 +586,15 @@ class TableTailer:
         collector = Collector()
         first, last = cycle.blocks_start
         writer = RecordWriter(
-            self.spec, self.topics, self.routes, cycle.file.hour.relpath, collector,
-            offset=cycle.start, seq_state=cycle.seq_start, first_block=first, last_block=last,
+            self.spec,
+            self.topics,
+            self.routes,
+            cycle.file.hour.relpath,
+            collector,
+            offset=cycle.start,
+            seq_state=cycle.seq_start,
+            first_block=first,
+            last_block=last,
             late_tag=cycle.file.writer.late_tag,
         )
         acks = collector.acks(self.topics.data_partitions)
@@ -602,8 +620,13 @@ class TableTailer:
             cycle.file.running = self.window[-1].cursor or cycle.file.running
         self.host.metrics.dlq(self.table, "rejected")
         self.host.log.error(
-            "record_rejected", table=self.table, topic=record.topic, source=cycle.file.hour.relpath,
-            offset=int(record.header("offset") or b"0"), error=error.name(), detail=error.str(),
+            "record_rejected",
+            table=self.table,
+            topic=record.topic,
+            source=cycle.file.hour.relpath,
+            offset=int(record.header("offset") or b"0"),
+            error=error.name(),
+            detail=error.str(),
         )
         return rejection
 
@@ -611,7 +634,9 @@ class TableTailer:
         """Produce one record, waiting while the producer's queue is full."""
         while True:
             try:
-                self.publisher.produce(record.topic, record.value, record.key, record.partition, callback, None, 0, record.headers)
+                self.publisher.produce(
+                    record.topic, record.value, record.key, record.partition, callback, None, 0, record.headers
+                )
                 return
             except BufferError:
                 await self._wait_for_room()
@@ -626,8 +651,14 @@ class TableTailer:
         self.host.hold(self.table, reason)
         self.host.metrics.producer_error("hold")
         self.host.log.limited(
-            logging.ERROR, "topic_not_writable", self.table, 60.0, table=self.table, reason=reason,
-            records=records, retry_in_s=retry_in_s,
+            logging.ERROR,
+            "topic_not_writable",
+            self.table,
+            60.0,
+            table=self.table,
+            reason=reason,
+            records=records,
+            retry_in_s=retry_in_s,
         )
 
     async def _commit(self, cycle: Cycle) -> None:
@@ -638,7 +669,9 @@ class TableTailer:
         tracked.cursor = cycle.cursor.with_changes(head=tracked.reader.head, offsets=offsets)
         tally = cycle.tally
         if tally.lines:
-            if cycle.cursor.last_block is not None and (self.published_block is None or cycle.cursor.last_block > self.published_block):
+            if cycle.cursor.last_block is not None and (
+                self.published_block is None or cycle.cursor.last_block > self.published_block
+            ):
                 self.published_block = cycle.cursor.last_block
             block_time = block_time_of(tally.last_line) if tally.last_line is not None else None
             self.host.metrics.lines_published(self.table, tally.lines, block_time)
@@ -649,8 +682,14 @@ class TableTailer:
             reason = (record.header("reason") or b"").decode()
             self.host.metrics.dlq(self.table, reason)
             self.host.log.limited(
-                logging.WARNING, "dlq", f"{self.table}|{reason}", 10.0,
-                table=self.table, reason=reason, source=tracked.hour.relpath, offset=int(record.header("offset") or b"0"),
+                logging.WARNING,
+                "dlq",
+                f"{self.table}|{reason}",
+                10.0,
+                table=self.table,
+                reason=reason,
+                source=tracked.hour.relpath,
+                offset=int(record.header("offset") or b"0"),
             )
         await self.host.checkpoint(tracked.cursor)
 
@@ -659,7 +698,13 @@ class TableTailer:
         lag = time.time() - epoch if epoch is not None else 0.0
         if lag > self.settings.lag_warn_seconds:
             self.host.log.limited(
-                logging.WARNING, "publish_lag", self.table, 30.0, table=self.table, lag_seconds=round(lag, 1), block_time=block_time
+                logging.WARNING,
+                "publish_lag",
+                self.table,
+                30.0,
+                table=self.table,
+                lag_seconds=round(lag, 1),
+                block_time=block_time,
             )
 
     # ------------------------------------------------------------------ finalization
@@ -696,10 +741,17 @@ class TableTailer:
         first = running.stage is CursorStage.TAILING
         carry = tracked.writer.seq_state if first else running.carry_state
         cursor = running.moved_to(
-            CursorStage.FINALIZED, size=size, finalized_at=iso_utc(time.time()), offsets=tracked.cursor.offsets,
-            sha256=tracked.reader.digest.hexdigest(), head=tracked.reader.head,
-            revision=running.revision + 1, unterminated_at=partial.offset if partial is not None else None,
-            carry_block=carry[0], carry_next=carry[1], carry_epoch=carry[2],
+            CursorStage.FINALIZED,
+            size=size,
+            finalized_at=iso_utc(time.time()),
+            offsets=tracked.cursor.offsets,
+            sha256=tracked.reader.digest.hexdigest(),
+            head=tracked.reader.head,
+            revision=running.revision + 1,
+            unterminated_at=partial.offset if partial is not None else None,
+            carry_block=carry[0],
+            carry_next=carry[1],
+            carry_epoch=carry[2],
         )
         manifest = manifest_from_cursor(cursor, self.settings.node_id)
         assert manifest is not None
@@ -711,8 +763,13 @@ class TableTailer:
         if first:
             self.host.metrics.set_tail_lag(self.table, cursor.path, 0)
         self.host.log.info(
-            "file_finalized", path=cursor.path, size=size, lines=cursor.lines, dlq_lines=cursor.dlq_lines,
-            revision=cursor.revision, block_regressions=cursor.block_regressions,
+            "file_finalized",
+            path=cursor.path,
+            size=size,
+            lines=cursor.lines,
+            dlq_lines=cursor.dlq_lines,
+            revision=cursor.revision,
+            block_regressions=cursor.block_regressions,
         )
 
     def _report_lag(self, tracked: TrackedFile, size: int) -> None:
@@ -724,8 +781,6 @@ class TableTailer:
             self.host.log.limited(
                 logging.WARNING, "tail_lag", self.table, 30.0, table=self.table, path=tracked.cursor.path, lag_bytes=lag
             )
-
-
 
 
 def late_tag(hour: HourFile) -> bytes:

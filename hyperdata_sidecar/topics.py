@@ -67,8 +67,7 @@ class TopicOutcome:
     def describe(self) -> str:
         if self.outcome is Outcome.PARTITION_MISMATCH:
             return (
-                f"{self.topic}: exists with {self.actual_partitions} partitions, the contract "
-                f"says {self.partitions}; left alone"
+                f"{self.topic}: exists with {self.actual_partitions} partitions, the contract says {self.partitions}; left alone"
             )
         return f"{self.topic}: {self.outcome.value} ({self.actual_partitions} partitions)"
 
@@ -76,9 +75,7 @@ class TopicOutcome:
 # --------------------------------------------------------------------------- contract
 
 
-def load_contract(
-    env: Mapping[str, str] = os.environ, path: Path = CONTRACT_PATH
-) -> list[TopicSpec]:
+def load_contract(env: Mapping[str, str] = os.environ, path: Path = CONTRACT_PATH) -> list[TopicSpec]:
     """Read the contract and resolve each topic's name from ``env`` (empty means unset).
 
     Raises ContractError naming the variable when a name is not a legal Kafka topic name,
@@ -90,9 +87,7 @@ def load_contract(
     seen: dict[str, str] = {}
     for spec in specs:
         if spec.name in seen:
-            raise ContractError(
-                f"{spec.env} and {seen[spec.name]} both name the topic {spec.name!r}"
-            )
+            raise ContractError(f"{spec.env} and {seen[spec.name]} both name the topic {spec.name!r}")
         seen[spec.name] = spec.env
     return specs
 
@@ -100,10 +95,7 @@ def load_contract(
 def _spec(entry: Mapping, env: Mapping[str, str]) -> TopicSpec:
     name = env.get(entry["env"]) or entry["default"]
     if not _LEGAL_TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
-        raise ContractError(
-            f"{entry['env']}={name!r} is not a Kafka topic name "
-            f"(1-249 of A-Z a-z 0-9 . _ -)"
-        )
+        raise ContractError(f"{entry['env']}={name!r} is not a Kafka topic name (1-249 of A-Z a-z 0-9 . _ -)")
     return TopicSpec(
         role=entry["role"],
         name=name,
@@ -173,10 +165,9 @@ async def _create_missing(admin, specs: Sequence[TopicSpec], replication_factor:
     missing = [spec for spec in specs if spec.name not in existing]
     if not missing:
         return set()
-    response = await admin.create_topics([
-        NewTopic(spec.name, spec.partitions, replication_factor, topic_configs=dict(spec.config))
-        for spec in missing
-    ])
+    response = await admin.create_topics(
+        [NewTopic(spec.name, spec.partitions, replication_factor, topic_configs=dict(spec.config)) for spec in missing]
+    )
     created = set()
     for topic, error_code, *message in response.topic_errors:
         error = for_code(error_code)
@@ -204,9 +195,7 @@ async def _partition_counts(admin, names: list[str], patience_s: float = 30.0) -
         if not pending:
             return {t["topic"]: len(t["partitions"]) for t in described}
         if loop.time() > deadline:
-            raise for_code(pending[0]["error_code"])(
-                f"no metadata for topic {pending[0]['topic']} after {patience_s:.0f}s"
-            )
+            raise for_code(pending[0]["error_code"])(f"no metadata for topic {pending[0]['topic']} after {patience_s:.0f}s")
         await asyncio.sleep(0.2)
 
 
@@ -228,12 +217,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     apply = commands.add_parser("apply", help="create the missing topics; report the others")
-    apply.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "kafka:29092"),
-                       help="HOST:PORT (default $KAFKA_BOOTSTRAP, else kafka:29092)")
-    apply.add_argument("--replication-factor", type=int,
-                       default=int(os.environ.get("TOPIC_REPLICATION_FACTOR") or 1),
-                       help="replicas of each created topic "
-                       "(default $TOPIC_REPLICATION_FACTOR, else 1)")
+    apply.add_argument(
+        "--bootstrap",
+        default=os.environ.get("KAFKA_BOOTSTRAP", "kafka:29092"),
+        help="HOST:PORT (default $KAFKA_BOOTSTRAP, else kafka:29092)",
+    )
+    apply.add_argument(
+        "--replication-factor",
+        type=int,
+        default=int(os.environ.get("TOPIC_REPLICATION_FACTOR") or 1),
+        help="replicas of each created topic (default $TOPIC_REPLICATION_FACTOR, else 1)",
+    )
     commands.add_parser("show", help="print the contract with names resolved from the environment")
     args = parser.parse_args(argv)
     try:
@@ -253,9 +247,7 @@ def _apply(bootstrap: str, specs: list[TopicSpec], replication_factor: int) -> i
     from aiokafka.errors import KafkaError
 
     # apply_contract reports each topic through the log; here the log is the output.
-    logging.basicConfig(
-        stream=sys.stdout, level=logging.WARNING, format="%(levelname)s %(message)s"
-    )
+    logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(levelname)s %(message)s")
     log.setLevel(logging.INFO)
     try:
         asyncio.run(apply_contract(bootstrap, specs, replication_factor=replication_factor))

@@ -63,7 +63,9 @@ async def run_all(drills: list[Drill], work_dir: Path, port: int | None, *, full
     try:
         for index, drill in enumerate(drills, 1):
             name = f"{index:02d}-drill-{drill.number}-{drill.run.__name__}"
-            ctx = DrillContext(broker.bootstrap, work_dir / name, f"{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}.", broker=broker)
+            ctx = DrillContext(
+                broker.bootstrap, work_dir / name, f"{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}.", broker=broker
+            )
             ctx.root.mkdir()
             print(f"== drill {drill.number}: {drill.run.__name__} ...", flush=True)
             started = time.monotonic()
@@ -97,14 +99,26 @@ def rows(results: list[tuple[DrillResult, float]]) -> list[tuple[str, ...]]:
     out = []
     for result, took in results:
         recovery = "-" if result.recovery_s is None else f"{result.recovery_s:.1f}s"
-        out.append((f"{result.label}. {result.title}", result.outcome, count(result.lost), count(result.duplicates), recovery, f"{took:.0f}s"))
+        out.append(
+            (
+                f"{result.label}. {result.title}",
+                result.outcome,
+                count(result.lost),
+                count(result.duplicates),
+                recovery,
+                f"{took:.0f}s",
+            )
+        )
     return out
 
 
 def table(results: list[tuple[DrillResult, float]]) -> str:
     body = [HEADER, *rows(results)]
     widths = [max(len(row[i]) for row in body) for i in range(len(HEADER))]
-    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))) for row in body)
+    return "\n".join(
+        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
+        for row in body
+    )
 
 
 def markdown(results: list[tuple[DrillResult, float]]) -> str:

@@ -154,7 +154,10 @@ def mount_argument(volume: str, named_volumes: Mapping[str, str]) -> str:
 
 
 def podman_run_arguments(
-    compose: Mapping[str, Any], service: str, image: str, named_volumes: Mapping[str, str],
+    compose: Mapping[str, Any],
+    service: str,
+    image: str,
+    named_volumes: Mapping[str, str],
     extra_env: Mapping[str, str] | None = None,
 ) -> list[str]:
     """``podman run`` arguments (after ``run``) for one compose service on the host's network."""
@@ -212,16 +215,20 @@ def make_base_tarball() -> None:
     left = f"(the partial rootfs is left in {scratch}; check /proc/mounts before deleting it)"
     try:
         run_step(
-            ["debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates", "bookworm",
-             str(rootfs)],
-            "debootstrap", WORK / "debootstrap.log", timeout=900,
+            ["debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates", "bookworm", str(rootfs)],
+            "debootstrap",
+            WORK / "debootstrap.log",
+            timeout=900,
         )
     except ImageTestError as failure:
         raise ImageTestError(f"{failure}\n{left}") from None
     # debootstrap mounts /proc and /sys (sometimes host devices) inside the rootfs while it works:
     # one left behind would be archived, and deleting through it would delete on the host.
-    mounts = [fields[1] for fields in map(str.split, Path("/proc/mounts").read_text().splitlines())
-              if fields[1].startswith(f"{scratch}/")]
+    mounts = [
+        fields[1]
+        for fields in map(str.split, Path("/proc/mounts").read_text().splitlines())
+        if fields[1].startswith(f"{scratch}/")
+    ]
     if mounts:
         raise ImageTestError(f"debootstrap left mounts in its rootfs: {', '.join(mounts)}\n{left}")
     run_step(["tar", "-C", str(rootfs), "-cf", str(scratch / "rootfs.tar"), "."], "tar", WORK / "tar.log", timeout=300)
@@ -375,14 +382,16 @@ def main() -> int:
         print(f"from {ensure_base_image()} ({time.monotonic() - began:.0f}s)")
 
         broker = LocalKafka(dirs["kafka"], port=free_port(), controller_port=free_port())
-        compose = load_compose({
-            "BASE_IMAGE": BASE_IMAGE,
-            "SIDECAR_KAFKA_BOOTSTRAP": broker.bootstrap,
-            "WATCH_HOST_DIR": str(dirs["watch"]),
-            "BACKUP_HOST_DIR": str(dirs["backups"]),
-            "REPLAY_HOST_DIR": str(dirs["corpus"]),
-            "REPLAY_SPEED": "1200",  # a corpus hour every 3 s: the sidecar tails growing files and rotations
-        })
+        compose = load_compose(
+            {
+                "BASE_IMAGE": BASE_IMAGE,
+                "SIDECAR_KAFKA_BOOTSTRAP": broker.bootstrap,
+                "WATCH_HOST_DIR": str(dirs["watch"]),
+                "BACKUP_HOST_DIR": str(dirs["backups"]),
+                "REPLAY_HOST_DIR": str(dirs["corpus"]),
+                "REPLAY_SPEED": "1200",  # a corpus hour every 3 s: the sidecar tails growing files and rotations
+            }
+        )
         step("2/6 the image, as compose.yaml builds it")
         tag, image = build_image(compose)
         print(f"{tag} = {image.removeprefix('sha256:')[:12]} ({time.monotonic() - began:.0f}s)")
@@ -398,9 +407,11 @@ def main() -> int:
 
         run_services(Stack(compose, image, named_volumes))
         files = check_replayed(dirs["corpus"], dirs["watch"])
-        print(f"\nimage-test: OK in {time.monotonic() - began:.0f}s: the replay container reproduced the "
-              f"corpus's {files} files, the verifier found them all in Kafka, sealed and backed up, "
-              f"and the sidecar container stopped with exit code 0")
+        print(
+            f"\nimage-test: OK in {time.monotonic() - began:.0f}s: the replay container reproduced the "
+            f"corpus's {files} files, the verifier found them all in Kafka, sealed and backed up, "
+            f"and the sidecar container stopped with exit code 0"
+        )
         return 0
     except (ImageTestError, DevKafkaError) as failure:
         print(f"\nimage-test: FAILED after {time.monotonic() - began:.0f}s: {failure}", file=sys.stderr)

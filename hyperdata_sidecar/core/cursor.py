@@ -153,8 +153,14 @@ class FileCursor:
         """The cursor of a file seen for the first time, whose first line follows ``seq_state``."""
         block, next_seq, epoch = seq_state
         return cls(
-            path=path, seq_block=block, seq_next=next_seq, seq_epoch=epoch,
-            seq0_block=block, seq0_next=next_seq, seq0_epoch=epoch, offsets={},
+            path=path,
+            seq_block=block,
+            seq_next=next_seq,
+            seq_epoch=epoch,
+            seq0_block=block,
+            seq0_next=next_seq,
+            seq0_epoch=epoch,
+            offsets={},
         )
 
     def restarted(self) -> FileCursor:
@@ -217,7 +223,9 @@ def manifest_from_cursor(cursor: FileCursor, node: str) -> SealManifest | None:
         path=cursor.path,
         date=hour.date,
         hour=hour.hour,
-        block_range=(cursor.first_block, cursor.last_block) if cursor.first_block is not None and cursor.last_block is not None else None,
+        block_range=(cursor.first_block, cursor.last_block)
+        if cursor.first_block is not None and cursor.last_block is not None
+        else None,
         size=cursor.size,
         sha256=cursor.sha256,
         finalized_at=cursor.finalized_at,

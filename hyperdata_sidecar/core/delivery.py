@@ -137,4 +137,3 @@ class Deliveries:
                 known = ranges.get(partition, (low, high))
                 ranges[partition] = (min(known[0], low), max(known[1], high))
         return ranges
-

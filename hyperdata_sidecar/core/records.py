@@ -171,7 +171,15 @@ class Collector:
         self.groups: dict[tuple[str, int], list[Record]] = {}
 
     def __call__(
-        self, topic: str, value: bytes, key: bytes, partition: int, _on_delivery: Any, _alias: Any, _timestamp: int, headers: list[Header]
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes,
+        partition: int,
+        _on_delivery: Any,
+        _alias: Any,
+        _timestamp: int,
+        headers: list[Header],
     ) -> None:
         self.groups.setdefault((topic, partition), []).append(Record(topic, partition, key, value, headers))
 

@@ -151,7 +151,10 @@ def _offsets(obj: dict[str, Any]) -> OffsetRanges | None:
     if type(value) is not dict or not all(
         type(parts) is dict
         and all(
-            type(partition) is str and partition.isdigit() and type(pair) is list and len(pair) == 2
+            type(partition) is str
+            and partition.isdigit()
+            and type(pair) is list
+            and len(pair) == 2
             and all(type(o) is int for o in pair)
             for partition, pair in parts.items()
         )

@@ -25,9 +25,7 @@ class TableSpec:
 
 
 TABLES: tuple[TableSpec, ...] = (
-    TableSpec(
-        "node_raw_book_diffs_streaming", "TOPIC_BOOK_DIFFS", "hyperliquid.book-diffs", CoinLocation.EVENT
-    ),
+    TableSpec("node_raw_book_diffs_streaming", "TOPIC_BOOK_DIFFS", "hyperliquid.book-diffs", CoinLocation.EVENT),
     TableSpec(
         "node_order_statuses_streaming",
         "TOPIC_ORDER_STATUSES",

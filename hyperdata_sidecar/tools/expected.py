@@ -230,9 +230,7 @@ def _read_file(path: Path, expected: ExpectedFile, reading: _FileReading) -> Non
         expected.dlq.append(_dlq_entry(expected.relpath, position, carry, reasons, reading.max_line_bytes))
 
 
-def _take_line(
-    expected: ExpectedFile, numbering: _BlockNumbering, offset: int, line: bytes, max_line_bytes: int
-) -> None:
+def _take_line(expected: ExpectedFile, numbering: _BlockNumbering, offset: int, line: bytes, max_line_bytes: int) -> None:
     verdict = classify(expected.table, line, max_line_bytes)
     if isinstance(verdict, str):
         expected.dlq.append(_dlq_entry(expected.relpath, offset, line, frozenset({verdict}), max_line_bytes))
@@ -246,9 +244,7 @@ def _take_line(
     expected.last_block = block
 
 
-def _dlq_entry(
-    source: str, offset: int, line: bytes, reasons: frozenset[str], max_line_bytes: int
-) -> ExpectedDlq:
+def _dlq_entry(source: str, offset: int, line: bytes, reasons: frozenset[str], max_line_bytes: int) -> ExpectedDlq:
     if len(line) > max_line_bytes:
         ref = {
             "source": source,

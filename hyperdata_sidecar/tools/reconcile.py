@@ -144,7 +144,9 @@ def reconcile(
         for line in expected.lines:
             copies = data.pop((expected.relpath, line.offset), [])
             if not copies and _rejected(dlq, expected.relpath, line.offset):
-                report.add("rejected", expected.table, expected.relpath, line.offset, "refused by the broker; a reference is on the DLQ")
+                report.add(
+                    "rejected", expected.table, expected.relpath, line.offset, "refused by the broker; a reference is on the DLQ"
+                )
                 rejected += 1
                 continue
             _check_line(report, observed, expected, line, copies)
@@ -215,9 +217,7 @@ def _line_differences(
         if record.partition != want:
             out.append(("wrong_partition", f"partition {record.partition}, expected {want} of {partitions}"))
     if record.digest != line.digest:
-        out.append(
-            ("wrong_value", f"value differs from the line (message {record.partition}:{record.offset})")
-        )
+        out.append(("wrong_value", f"value differs from the line (message {record.partition}:{record.offset})"))
     if record.line_id != line.line_id:
         out.append(("wrong_line_id", f"line_id {record.line_id!r}, expected {line.line_id!r}"))
     return out
@@ -252,7 +252,12 @@ def _check_order(
             continue
         position = (sort_key, record.line_offset, record.source)
         late = late_from.get(record.source)
-        slot = (record.topic, record.partition, record.key, record.source if late is not None and record.line_offset >= late else None)
+        slot = (
+            record.topic,
+            record.partition,
+            record.key,
+            record.source if late is not None and record.line_offset >= late else None,
+        )
         previous = last.get(slot)
         if previous is not None and position < previous:
             report.add(
@@ -269,9 +274,7 @@ def _check_order(
 # ---- DLQ ----------------------------------------------------------------------
 
 
-def _check_dlq(
-    report: VerifyReport, expected: ExpectedFile, entry: ExpectedDlq, copies: list[DlqRecord]
-) -> None:
+def _check_dlq(report: VerifyReport, expected: ExpectedFile, entry: ExpectedDlq, copies: list[DlqRecord]) -> None:
     where = (expected.table, expected.relpath, entry.offset)
     reasons = "/".join(sorted(entry.reasons))
     if not copies:
@@ -433,7 +436,11 @@ def _take_tail(dlq: dict[tuple[str | None, int | None], list[DlqRecord]], source
     with its value. Taken out of ``dlq``; the line's other records there stay (its start is also
     where the completed line, or a later tail, is)."""
     records = dlq.get((source, entry.offset), [])
-    mine = [r for r in records if r.reason == "unterminated" and (r.ref == entry.ref if entry.ref is not None else r.digest == entry.digest)]
+    mine = [
+        r
+        for r in records
+        if r.reason == "unterminated" and (r.ref == entry.ref if entry.ref is not None else r.digest == entry.digest)
+    ]
     rest = [r for r in records if r not in mine]
     if rest:
         dlq[(source, entry.offset)] = rest
@@ -478,9 +485,7 @@ def _report_leftovers(
 
     for (source, line_offset), records in data.items():
         table = observed.topic_tables.get(records[0].topic, _UNKNOWN_TABLE)
-        detail = (
-            "missing source/offset header" if source is None or line_offset is None else "no good line there"
-        )
+        detail = "missing source/offset header" if source is None or line_offset is None else "no good line there"
         report.add(kind_for(source, "unexpected"), table, source, line_offset, detail, count=len(records))
     for (source, line_offset), dlq_records in dlq.items():
         detail = f"reason {dlq_records[0].reason!r}, no bad line there"

@@ -239,9 +239,7 @@ def rewrite_local_time(lines: bytes, now: bytes) -> bytes:
 class _ChunkSource:
     """One corpus file as a sequence of ragged chunks, rewritten at the moment they are taken."""
 
-    def __init__(
-        self, source: BinaryIO, size: int, rng: random.Random, chunk_bytes: int, rewrite: bool
-    ) -> None:
+    def __init__(self, source: BinaryIO, size: int, rng: random.Random, chunk_bytes: int, rewrite: bool) -> None:
         self.source = source
         self.size = size
         self.rng = rng
@@ -456,8 +454,7 @@ def _print_progress(summary: ReplaySummary, began: float, stream: TextIO, *, fin
         remaining = t.bytes_total - t.bytes
         eta = "done" if remaining <= 0 else ("--:--" if rate <= 0 else _clock(remaining / rate))
         parts.append(
-            f"{_short(name)} {t.bytes / 1e6:,.1f}/{t.bytes_total / 1e6:,.1f} MB "
-            f"{t.lines / elapsed:,.0f} lines/s ETA {eta}"
+            f"{_short(name)} {t.bytes / 1e6:,.1f}/{t.bytes_total / 1e6:,.1f} MB {t.lines / elapsed:,.0f} lines/s ETA {eta}"
         )
     stream.write("\r" + " | ".join(parts) + ("\n" if final else ""))
     stream.flush()

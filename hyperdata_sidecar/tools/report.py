@@ -158,9 +158,7 @@ class VerifyReport:
             self.snapshots = SnapshotReport()
         return self.snapshots
 
-    def add(
-        self, kind: str, table: str, source: str | None, offset: int | None, detail: str, count: int = 1
-    ) -> None:
+    def add(self, kind: str, table: str, source: str | None, offset: int | None, detail: str, count: int = 1) -> None:
         """Count ``count`` problems of ``kind`` in ``table`` (``periodic_abci_states``: the snapshots),
         keeping the first few as examples."""
         if kind not in FAILING_KINDS and kind not in TOLERATED_KINDS:
@@ -235,9 +233,7 @@ class VerifyReport:
             )
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         out = [
-            "  ".join(
-                cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-            )
+            "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
             for row in rows
         ]
         out.extend(self._position_lines())

@@ -195,11 +195,7 @@ class _Values:
     def order_status(self, *, children: bool) -> bytes:
         status = self.pick(_STATUSES)
         hash_ = '"%s"' % self.hex(64) if self.chance(0.334) else "null"
-        builder = (
-            '{"b":"%s","f":%d}' % (self.hex(40), self.rng.choice((10, 25, 50)))
-            if self.chance(0.007)
-            else "null"
-        )
+        builder = '{"b":"%s","f":%d}' % (self.hex(40), self.rng.choice((10, 25, 50))) if self.chance(0.007) else "null"
         order = self.order(slots=True, depth=2 if children else 0)
         text = '{"time":"%%s","user":"%s","status":"%s","hash":%s,"builder":%s,"order":%s}' % (
             self.rng.choice(self.users),
@@ -261,8 +257,7 @@ class _Values:
             '"time":%d',
             '"startPosition":"%s"' % _decimal(self.rng.uniform(-5000, 5000), significant=6),
             '"dir":"%s"' % self.pick(_FILL_DIRS),
-            '"closedPnl":"%s"'
-            % (_decimal(self.rng.uniform(-50, 50), significant=6) if self.chance(0.4) else "0.0"),
+            '"closedPnl":"%s"' % (_decimal(self.rng.uniform(-50, 50), significant=6) if self.chance(0.4) else "0.0"),
             '"hash":"%s"' % self.hex(64),
             '"oid":%d',
             '"crossed":%s' % _bool(self.chance(0.6)),

@@ -168,9 +168,7 @@ async def verify(
         reconcile_snapshots(report, snapshots, observed, node=node, backups=copies)
     else:
         report.notes.append("node snapshots not checked: no snapshot topic given")
-    report.notes.extend(
-        f"topic {name} does not exist" for name in sorted(set(topics.values()) - set(partitions))
-    )
+    report.notes.extend(f"topic {name} does not exist" for name in sorted(set(topics.values()) - set(partitions)))
     if not converged:
         report.notes.append(f"gave up waiting for the topics (and backups) to converge after {timeout_s:g}s")
     if not complete:

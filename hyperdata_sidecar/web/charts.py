@@ -47,7 +47,7 @@ def line_chart(
     return (
         f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="{name}">'
         f'<title>{name}</title><line class="base" x1="0" y1="{height - PAD}" x2="{width}" y2="{height - PAD}"/>'
-        f'{"".join(shapes)}</svg>'
+        f"{''.join(shapes)}</svg>"
     )
 
 

@@ -121,9 +121,7 @@ def recent_snapshots(
     snapshots: Mapping[str, Mapping[str, Any]], backups: Mapping[str, Mapping[str, Any]], limit: int
 ) -> list[dict[str, Any]]:
     """At most ``limit`` published snapshot events, highest height first, each with its backup's status."""
-    records = [
-        {**dict(event), "backup": (backups.get(path) or {}).get("status", "pending")} for path, event in snapshots.items()
-    ]
+    records = [{**dict(event), "backup": (backups.get(path) or {}).get("status", "pending")} for path, event in snapshots.items()]
     records.sort(key=lambda r: int(r.get("height", 0)), reverse=True)
     return records[:limit]
 
@@ -137,4 +135,3 @@ def recent_backups(backups: Mapping[str, Mapping[str, Any]], limit: int) -> list
 
 def _status(backup: Mapping[str, Any] | None) -> str | None:
     return None if backup is None else backup.get("status")
-

@@ -25,9 +25,7 @@ class History:
         if span_s <= 0 or every_s <= 0:
             raise ValueError(f"span_s and every_s must be positive, got {span_s} and {every_s}")
         self.span_s = span_s
-        self._samples: deque[tuple[float, dict[str, int], dict[str, float | None]]] = deque(
-            maxlen=int(span_s // every_s) + 1
-        )
+        self._samples: deque[tuple[float, dict[str, int], dict[str, float | None]]] = deque(maxlen=int(span_s // every_s) + 1)
 
     def record(self, now: float, totals: Mapping[str, int], publish_lags: Mapping[str, float | None]) -> None:
         """Record, at epoch ``now``, the lines published so far and the publish lag of each table."""

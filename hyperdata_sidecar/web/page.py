@@ -68,7 +68,7 @@ _SCRIPT = """
 def render_page(status: SidecarStatus) -> str:
     """The complete HTML document for ``status``."""
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>hyperdata-sidecar {_e(status.node)}</title>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<style>{_STYLE}</style></head><body>"
@@ -221,7 +221,16 @@ def _snapshots(snapshots: list[dict[str, Any]]) -> str:
 def _footer(status: SidecarStatus) -> str:
     links = " · ".join(
         f'<a href="{href}">{href}</a>'
-        for href in ("/metrics", "/sidecar/files/", "/sidecar/seals/", "/sidecar/snapshots/", "/sidecar/dlq/", "/healthz", "/readyz", "/table/")
+        for href in (
+            "/metrics",
+            "/sidecar/files/",
+            "/sidecar/seals/",
+            "/sidecar/snapshots/",
+            "/sidecar/dlq/",
+            "/healthz",
+            "/readyz",
+            "/table/",
+        )
     )
     config = " · ".join(f"{_e(k)}={_e(_flat(v))}" for k, v in status.config.items())
     return f"<footer>Read-only. JSON: {links}<br>Config: {config}</footer>"

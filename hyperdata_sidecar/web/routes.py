@@ -72,9 +72,7 @@ def install_pages(app: faust.App, sidecar: SidecarView) -> None:
     @app.page("/sidecar/files/", name="hyperdata_sidecar.files")
     async def files(view: View, request: Request) -> Response:
         statuses = snapshot.files(sidecar)
-        return view.json(
-            {"files": [s.to_json() for s in statuses], "counts": snapshot.file_state_counts(statuses)}
-        )
+        return view.json({"files": [s.to_json() for s in statuses], "counts": snapshot.file_state_counts(statuses)})
 
     @app.page("/sidecar/seals/", name="hyperdata_sidecar.seals")
     async def seals(view: View, request: Request) -> Response:
@@ -108,4 +106,3 @@ def _limit(raw: str | None) -> int | None:
     except ValueError:
         return None
     return value if 1 <= value <= SEALS_MAX_LIMIT else None
-

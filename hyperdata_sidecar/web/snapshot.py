@@ -45,10 +45,14 @@ def cursors(view: SidecarView) -> dict[str, FileCursor]:
 
 def live_files(view: SidecarView) -> dict[str, LiveFile]:
     """Size on disk now and held partial bytes of each file being tailed."""
-    return {path: tracked.live for files in view.tracked().values() for path, tracked in files.items() if tracked.live is not None}
+    return {
+        path: tracked.live for files in view.tracked().values() for path, tracked in files.items() if tracked.live is not None
+    }
 
 
-def files(view: SidecarView, seals: Mapping[str, Any] | None = None, backups: Mapping[str, Any] | None = None) -> list[FileStatus]:
+def files(
+    view: SidecarView, seals: Mapping[str, Any] | None = None, backups: Mapping[str, Any] | None = None
+) -> list[FileStatus]:
     """The status of every tracked file (``/sidecar/files/``); pass the tables' contents if already read."""
     return file_statuses(
         cursors(view),
@@ -124,8 +128,15 @@ def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStat
         backups=recent_backups(backed_up, RECENT),
         snapshots=recent_snapshots(view.records("snapshots"), backed_up, RECENT),
         problems=problems(
-            not_ready=reasons, tables=tables, files=statuses, thresholds=thresholds, now=now, lost=list(view.lost),
-            late_appends=list(view.late_appends), rewritten=list(view.rewritten), regressions=view.regressions,
+            not_ready=reasons,
+            tables=tables,
+            files=statuses,
+            thresholds=thresholds,
+            now=now,
+            lost=list(view.lost),
+            late_appends=list(view.late_appends),
+            rewritten=list(view.rewritten),
+            regressions=view.regressions,
         ),
         config=view.settings.public_summary(),
     )
@@ -158,7 +169,11 @@ def refresh_gauges(view: SidecarView) -> None:
                 metrics.set_tail_lag(table, path, max(0, tracked.live.size - cursor.byte_offset))
                 metrics.set_partial_held(table, path, tracked.live.held_bytes)
                 current_set = True
-            elif cursor.stage is CursorStage.FINALIZED and cursor.finalized_at and revision_of(seals_table.get(path)) < max(cursor.revision, 1):
+            elif (
+                cursor.stage is CursorStage.FINALIZED
+                and cursor.finalized_at
+                and revision_of(seals_table.get(path)) < max(cursor.revision, 1)
+            ):
                 finalized = epoch_of(cursor.finalized_at)
                 if finalized is not None and (oldest is None or finalized < oldest):
                     oldest = finalized

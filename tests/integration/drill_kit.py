@@ -218,7 +218,9 @@ def caught_up(worker: WorkerProcess, watch: Path) -> bool:
     """
     if not is_ready(worker):
         return False
-    lag = {labels["table"]: (labels["file"], value) for labels, value in metric(worker, "hyperdata_sidecar_tail_offset_lag_bytes")}
+    lag = {
+        labels["table"]: (labels["file"], value) for labels, value in metric(worker, "hyperdata_sidecar_tail_offset_lag_bytes")
+    }
     for spec in TABLES:
         files = hour_files(watch, spec.dir_name)
         if files and lag.get(spec.dir_name) != (files[-1].relpath, 0.0):
@@ -259,7 +261,9 @@ def reached(worker: WorkerProcess, points: dict[str, int]) -> bool:
     if status != 200:
         return False
     files = {f["path"]: f for f in json.loads(body)["files"]}
-    return all(path in files and (files[path]["offset"] >= point or files[path]["state"] != "tailing") for path, point in points.items())
+    return all(
+        path in files and (files[path]["offset"] >= point or files[path]["state"] != "tailing") for path, point in points.items()
+    )
 
 
 def rss_kib(process_id: int) -> int:
@@ -341,12 +345,30 @@ def _keep(observed: Observed, topics: Mapping[str, str], message) -> None:
     offset = int(headers["offset"]) if "offset" in headers else None
     if message.topic in observed.topic_tables:
         observed.data.append(
-            DataRecord(message.topic, message.partition, message.offset, message.key, source, offset, headers.get("line_id"), value_digest(value))
+            DataRecord(
+                message.topic,
+                message.partition,
+                message.offset,
+                message.key,
+                source,
+                offset,
+                headers.get("line_id"),
+                value_digest(value),
+            )
         )
     elif message.topic == topics[DLQ]:
         reason = headers["reason"].decode() if "reason" in headers else None
         observed.dlq.append(
-            DlqRecord(message.partition, message.offset, message.key, source, offset, reason, value_digest(value), parse_reference(value))
+            DlqRecord(
+                message.partition,
+                message.offset,
+                message.key,
+                source,
+                offset,
+                reason,
+                value_digest(value),
+                parse_reference(value),
+            )
         )
     elif message.topic == topics[SEALS]:
         observed.seals.append(SealRecord(message.partition, message.offset, message.key, value))

@@ -76,7 +76,9 @@ def unpersisted_lines(budget: int, crashes: int = 1) -> int:
 
 
 def corpus(target: Path, *, hours: int, lines_per_hour: int | Mapping[str, int], seed: int = 7, **kwargs: Any) -> CorpusSummary:
-    return generate_corpus(target, hours=hours, lines_per_hour=lines_per_hour, seed=seed, start=kwargs.pop("start", DAY_BOUNDARY), **kwargs)
+    return generate_corpus(
+        target, hours=hours, lines_per_hour=lines_per_hour, seed=seed, start=kwargs.pop("start", DAY_BOUNDARY), **kwargs
+    )
 
 
 def pace(summary: CorpusSummary, seconds: float) -> dict[str, float]:
@@ -90,7 +92,15 @@ def pace(summary: CorpusSummary, seconds: float) -> dict[str, float]:
 def tap(summary: CorpusSummary, watch: Path, seconds: float, seed: int) -> asyncio.Future:
     """The node writing: ``summary``'s corpus appended into ``watch`` in ragged chunks over about ``seconds``."""
     return asyncio.ensure_future(
-        replay(Path(summary.root), watch, chunk_bytes=16 * 1024, cadence_s=0.1, lines_per_s=pace(summary, seconds), progress=False, seed=seed)
+        replay(
+            Path(summary.root),
+            watch,
+            chunk_bytes=16 * 1024,
+            cadence_s=0.1,
+            lines_per_s=pace(summary, seconds),
+            progress=False,
+            seed=seed,
+        )
     )
 
 
@@ -113,8 +123,15 @@ async def ensure_broker(ctx: DrillContext) -> None:
 
 
 async def sigkill_mid_tail(
-    ctx: DrillContext, *, kills: int = 3, hours: int = 3, lines_per_hour: int = 12_000,
-    replay_s: float = 30.0, max_gap_s: float = 4.0, budget: int = 64 * 1024, seed: int | None = None,
+    ctx: DrillContext,
+    *,
+    kills: int = 3,
+    hours: int = 3,
+    lines_per_hour: int = 12_000,
+    replay_s: float = 30.0,
+    max_gap_s: float = 4.0,
+    budget: int = 64 * 1024,
+    seed: int | None = None,
 ) -> DrillResult:
     """SIGKILL the worker ``kills`` times at random moments while the node writes across rotations."""
     seed = random.randrange(10**6) if seed is None else seed
@@ -155,8 +172,14 @@ async def sigkill_mid_tail(
 
 
 async def broker_down(
-    ctx: DrillContext, *, outage_s: float = 90.0, during: str = "live", hours: int = 2, lines_per_hour: int = 40_000,
-    budget: int = 256 * 1024, seed: int = 5,
+    ctx: DrillContext,
+    *,
+    outage_s: float = 90.0,
+    during: str = "live",
+    hours: int = 2,
+    lines_per_hour: int = 40_000,
+    budget: int = 256 * 1024,
+    seed: int = 5,
 ) -> DrillResult:
     """Stop the broker for ``outage_s`` while the sidecar publishes: ``during="live"`` while the node
     writes, ``"catch-up"`` in the middle of a backlog. The data plane waits (message.timeout.ms=0)
@@ -164,8 +187,12 @@ async def broker_down(
     if ctx.broker is None:
         raise DrillError("broker_down needs a broker it may stop")
     live = during == "live"
-    result = DrillResult(2, f"broker down {outage_s:.0f}s, {'node writing' if live else 'during catch-up'}", variant="" if live else "b")
-    summary = corpus(ctx.root / "corpus" if during == "live" else ctx.root / "backlog", hours=hours, lines_per_hour=lines_per_hour)
+    result = DrillResult(
+        2, f"broker down {outage_s:.0f}s, {'node writing' if live else 'during catch-up'}", variant="" if live else "b"
+    )
+    summary = corpus(
+        ctx.root / "corpus" if during == "live" else ctx.root / "backlog", hours=hours, lines_per_hour=lines_per_hour
+    )
     sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget))
     if during != "live":
         shutil.copytree(summary.root, sidecar.watch, dirs_exist_ok=True)
@@ -177,6 +204,7 @@ async def broker_down(
             writing = tap(summary, sidecar.watch, outage_s + 30.0, seed)
             await asyncio.sleep(5.0)
         else:
+
             def published() -> float:
                 return sum(metric_value(worker, "hyperdata_sidecar_lines_published_total", table=t) for t in (BOOK, ORDERS))
 
@@ -204,10 +232,17 @@ async def broker_down(
             result.check("CPU during the outage <= 5% of a core", share <= 0.05, f"{100 * share:.1f}%")
             # Each kind of line passes once as the outage begins, then once a minute: at most 10 a started minute.
             bound = 10 * math.ceil(outage_s / 60)
-            result.check(f"a few log lines a minute during the outage (<= {bound} in {outage_s:.0f}s)", lines <= bound, f"{lines} lines")
-        result.check("/readyz turns 503 within 10 s of the outage", not_ready_after is not None and not_ready_after <= 10.0,
-                     f"after {not_ready_after}")
-        result.note(f"RSS {rss_before / 1024:.0f} MiB before, {(rss_half or 0) / 1024:.0f} MiB half-way, at most {rss_max / 1024:.0f} MiB")
+            result.check(
+                f"a few log lines a minute during the outage (<= {bound} in {outage_s:.0f}s)", lines <= bound, f"{lines} lines"
+            )
+        result.check(
+            "/readyz turns 503 within 10 s of the outage",
+            not_ready_after is not None and not_ready_after <= 10.0,
+            f"after {not_ready_after}",
+        )
+        result.note(
+            f"RSS {rss_before / 1024:.0f} MiB before, {(rss_half or 0) / 1024:.0f} MiB half-way, at most {rss_max / 1024:.0f} MiB"
+        )
         late = rss_max - (rss_half or rss_before)
         result.check("memory plateaus (RSS grows < 16 MiB in the outage's second half)", late < 16 * 1024, f"grew {late} KiB")
         await asyncio.to_thread(ctx.broker.start)
@@ -268,7 +303,9 @@ async def sigkill_during_outage(
 # ---------------------------------------------------------------------------- 3. broker absent at startup
 
 
-async def broker_absent_at_start(ctx: DrillContext, *, absent_s: float = 8.0, hours: int = 2, lines_per_hour: int = 3000) -> DrillResult:
+async def broker_absent_at_start(
+    ctx: DrillContext, *, absent_s: float = 8.0, hours: int = 2, lines_per_hour: int = 3000
+) -> DrillResult:
     """Start the worker with the broker down; bring the broker up ``absent_s`` later."""
     if ctx.broker is None:
         raise DrillError("broker_absent_at_start needs a broker it may stop")
@@ -282,21 +319,31 @@ async def broker_absent_at_start(ctx: DrillContext, *, absent_s: float = 8.0, ho
         while time.monotonic() - started < absent_s and exit_code(worker) is None:
             await asyncio.sleep(0.5)
         alive = exit_code(worker) is None
-        exited = "" if alive else f"exited ({exit_code(worker)}) {time.monotonic() - started:.0f}s after start: {_last_error(sidecar)}"
+        exited = (
+            "" if alive else f"exited ({exit_code(worker)}) {time.monotonic() - started:.0f}s after start: {_last_error(sidecar)}"
+        )
         result.check("the worker waits for the broker instead of exiting", alive, exited)
         retries = sidecar.events("broker_connect_failed")
         delays = [event.get("retry_in_s") for event in retries]
-        result.check("each retry is logged with its backoff (broker_connect_failed, growing retry_in_s)",
-                     len(delays) >= 2 and delays == sorted(delays) and delays[0] < delays[-1], f"retry delays logged: {delays}")
+        result.check(
+            "each retry is logged with its backoff (broker_connect_failed, growing retry_in_s)",
+            len(delays) >= 2 and delays == sorted(delays) and delays[0] < delays[-1],
+            f"retry delays logged: {delays}",
+        )
         if alive:
             health, ready = worker.get("/healthz")[0], worker.get("/readyz")
             reasons = json.loads(ready[2]).get("reasons", []) if ready[0] == 503 else []
-            result.check("while it waits, /healthz is 200 and /readyz 503 naming the broker it waits for",
-                         health == 200 and any(r.startswith(f"waiting for Kafka at {ctx.bootstrap}") for r in reasons),
-                         f"/healthz {health}, /readyz {ready[0]} {reasons}")
+            result.check(
+                "while it waits, /healthz is 200 and /readyz 503 naming the broker it waits for",
+                health == 200 and any(r.startswith(f"waiting for Kafka at {ctx.bootstrap}") for r in reasons),
+                f"/healthz {health}, /readyz {ready[0]} {reasons}",
+            )
             page = worker.get("/")
-            result.check("the status page says what it waits for", page[0] == 200 and b"waiting for Kafka at" in page[2],
-                         f"status {page[0]}")
+            result.check(
+                "the status page says what it waits for",
+                page[0] == 200 and b"waiting for Kafka at" in page[2],
+                f"status {page[0]}",
+            )
         await asyncio.to_thread(ctx.broker.start)
         back_at = time.monotonic()
         if not alive:
@@ -313,7 +360,9 @@ async def broker_absent_at_start(ctx: DrillContext, *, absent_s: float = 8.0, ho
 
 
 def _last_error(sidecar: Sidecar) -> str:
-    errors = [line for line in (sidecar.root / "run" / "worker.log").read_text(errors="replace").splitlines() if "[ERROR]" in line]
+    errors = [
+        line for line in (sidecar.root / "run" / "worker.log").read_text(errors="replace").splitlines() if "[ERROR]" in line
+    ]
     return errors[0].split("[ERROR]", 1)[1].strip() if errors else "(no error logged)"
 
 
@@ -321,7 +370,12 @@ def _last_error(sidecar: Sidecar) -> str:
 
 
 async def local_state_lost(
-    ctx: DrillContext, *, hours: int = 3, lines_per_hour: int = 20_000, budget: int = 64 * 1024, kill_at: float = 0.4,
+    ctx: DrillContext,
+    *,
+    hours: int = 3,
+    lines_per_hour: int = 20_000,
+    budget: int = 64 * 1024,
+    kill_at: float = 0.4,
 ) -> DrillResult:
     """SIGKILL mid catch-up, delete the RocksDB state dir, restart: offsets come back from the changelog."""
     result = DrillResult(4, "local state lost (SIGKILL + state dir deleted)")
@@ -330,7 +384,9 @@ async def local_state_lost(
     worker = sidecar.start()
     try:
         target = kill_at * summary.bytes
-        await wait_for(worker, lambda: metric_value(worker, "hyperdata_sidecar_bytes_read_total") >= target, "the catch-up to get going")
+        await wait_for(
+            worker, lambda: metric_value(worker, "hyperdata_sidecar_bytes_read_total") >= target, "the catch-up to get going"
+        )
         kill(worker)
         shutil.rmtree(sidecar.state)
         worker = sidecar.start()
@@ -338,8 +394,12 @@ async def local_state_lost(
         await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up after the restart")
         result.recovery_s = time.monotonic() - restarted
         resumed = sidecar.events("startup")[-1].get("resume_points") or {}
-        result.check("the offsets come back from the changelog (startup lists resume points)", bool(resumed), f"resume points {resumed}")
-        result.note(f"killed after {kill_at:.0%} of {summary.bytes / MiB:.0f} MiB; {len(resumed)} files resumed from the changelog")
+        result.check(
+            "the offsets come back from the changelog (startup lists resume points)", bool(resumed), f"resume points {resumed}"
+        )
+        result.note(
+            f"killed after {kill_at:.0%} of {summary.bytes / MiB:.0f} MiB; {len(resumed)} files resumed from the changelog"
+        )
         bound = unpersisted_lines(budget)
         result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound), allowed_duplicates=bound)
         await stop(worker, result)
@@ -367,16 +427,24 @@ async def changelog_lost(ctx: DrillContext, *, hours: int = 2, lines_per_hour: i
         result.note(f"deleted {len(deleted)} changelog topics; the RocksDB dir stays")
         worker = sidecar.start()
         started = time.monotonic()
-        while time.monotonic() - started < watch_s and exit_code(worker) is None and not await asyncio.to_thread(is_ready, worker):
+        while (
+            time.monotonic() - started < watch_s and exit_code(worker) is None and not await asyncio.to_thread(is_ready, worker)
+        ):
             await asyncio.sleep(0.5)
         code = exit_code(worker)
         if code is not None:
             result.note(f"the worker refuses: exit {code} after {time.monotonic() - started:.0f}s: {_crash_reason(sidecar)}")
         else:
-            result.note(f"the worker {'became ready' if is_ready(worker) else 'is not ready'} after {time.monotonic() - started:.0f}s")
+            result.note(
+                f"the worker {'became ready' if is_ready(worker) else 'is not ready'} after {time.monotonic() - started:.0f}s"
+            )
         await asyncio.to_thread(worker.stop)
         after_restart = await sidecar.verify(allowed_duplicates=10**9, timeout_s=30.0)
-        result.check("no silent re-publication with the state kept", after_restart.duplicates == 0 or code is not None, after_restart.summary())
+        result.check(
+            "no silent re-publication with the state kept",
+            after_restart.duplicates == 0 or code is not None,
+            after_restart.summary(),
+        )
         result.note(f"with the state kept: {after_restart.duplicates} lines published again")
         shutil.rmtree(sidecar.state)
         worker = sidecar.start()
@@ -385,8 +453,10 @@ async def changelog_lost(ctx: DrillContext, *, hours: int = 2, lines_per_hour: i
         result.recovery_s = time.monotonic() - restarted
         report = await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=10**9)
         lines = sum(t.lines + t.dlq_lines for t in report.tables.values())
-        result.note(f"after removing the state as the message suggests: {report.duplicates} of {lines} lines published again, "
-                    f"{report.count('seal_duplicate')} duplicate seals")
+        result.note(
+            f"after removing the state as the message suggests: {report.duplicates} of {lines} lines published again, "
+            f"{report.count('seal_duplicate')} duplicate seals"
+        )
         result.lost, result.duplicates = report.count("lost") + report.count("dlq_missing"), report.duplicates
         result.check("after the state is removed nothing is lost", report.failures == 0, report.summary())
         await stop(worker, result)
@@ -443,7 +513,9 @@ async def truncated_or_replaced(ctx: DrillContext, *, lines_per_hour: int = 6000
         result.check("the shorter file is detected as truncated", reasons.get(truncated) == "truncated", str(reasons))
         result.check("the other content is detected as replaced", reasons.get(replaced) == "replaced", str(reasons))
         counted = {t: metric_value(worker, "hyperdata_sidecar_truncated_files_total", table=t) for t in (BOOK, ORDERS, FILLS)}
-        result.check("each rewrite is counted once, the untouched file not", counted == {BOOK: 1, ORDERS: 1, FILLS: 0}, str(counted))
+        result.check(
+            "each rewrite is counted once, the untouched file not", counted == {BOOK: 1, ORDERS: 1, FILLS: 0}, str(counted)
+        )
         observed = await records_since(ctx.bootstrap, topics, before)
         expected = [f for f in read_tree(sidecar.watch) if f.relpath in (truncated, replaced)]
         report = reconcile(expected, observed)
@@ -497,19 +569,33 @@ async def deleted_before_published(ctx: DrillContext, *, lines_per_hour: int = 3
         (sidecar.watch / doomed.relpath).unlink()
         await wait_for(worker, lambda: sidecar.events("file_lost"), "the deletion to be noticed")
         event = sidecar.events("file_lost")[0]
-        result.check("the loss is an error event naming the file, why and how far it was published",
-                     event["level"] == "error" and event["path"] == doomed.relpath and event["published_to"] < event["size_seen"]
-                     and "fully published" in event["reason"], str(event))
+        result.check(
+            "the loss is an error event naming the file, why and how far it was published",
+            event["level"] == "error"
+            and event["path"] == doomed.relpath
+            and event["published_to"] < event["size_seen"]
+            and "fully published" in event["reason"],
+            str(event),
+        )
         counted = metric_value(worker, "hyperdata_sidecar_deleted_files_total", table=FILLS, reason="unsealed")
         result.check("the deletion is counted as unsealed", counted == 1, f"deleted_files_total {counted}")
         lost = metric_value(worker, "hyperdata_sidecar_files_lost_total", table=FILLS)
         result.check("the file is counted as lost", lost == 1, f"files_lost_total {lost}")
         status = worker.get_json("/sidecar/status/")
-        result.check("the status page shows the loss as a problem",
-                     any(doomed.relpath in p["text"] and p["level"] == "error" for p in status["problems"]), str(status["problems"]))
+        result.check(
+            "the status page shows the loss as a problem",
+            any(doomed.relpath in p["text"] and p["level"] == "error" for p in status["problems"]),
+            str(status["problems"]),
+        )
         next_hour = ctx.root / "next"
-        corpus(next_hour, hours=1, lines_per_hour={FILLS: lines_per_hour // 10}, seed=4,
-               start=DAY_BOUNDARY + datetime.timedelta(hours=1), first_block=FIRST_BLOCK + 10**6)
+        corpus(
+            next_hour,
+            hours=1,
+            lines_per_hour={FILLS: lines_per_hour // 10},
+            seed=4,
+            start=DAY_BOUNDARY + datetime.timedelta(hours=1),
+            first_block=FIRST_BLOCK + 10**6,
+        )
         arrived = time.monotonic()
         shutil.copytree(next_hour, sidecar.watch, dirs_exist_ok=True)
         await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "the next hour to be published")
@@ -526,7 +612,12 @@ async def deleted_before_published(ctx: DrillContext, *, lines_per_hour: int = 3
 
 
 async def hostile_lines(
-    ctx: DrillContext, *, examples: int = 150, max_line_bytes: int = 64 * 1024, lines_per_hour: int = 2000, seed: int | None = None,
+    ctx: DrillContext,
+    *,
+    examples: int = 150,
+    max_line_bytes: int = 64 * 1024,
+    lines_per_hour: int = 2000,
+    seed: int | None = None,
 ) -> DrillResult:
     """Hypothesis-made hostile lines (arbitrary bytes, invalid UTF-8, NULs, huge, deeply nested, right
     keys with wrong types) spliced among good lines of two hours per table: the worker stays up and
@@ -582,7 +673,9 @@ def _splice(good: Path, watch: Path, batches: list[tuple[str, list[bytes]]], rng
 # ---------------------------------------------------------------------------- 9. backup target full or read-only
 
 
-async def backup_target_unwritable(ctx: DrillContext, *, hours: int = 3, lines_per_hour: int = 6000, phase_s: float = 20.0) -> DrillResult:
+async def backup_target_unwritable(
+    ctx: DrillContext, *, hours: int = 3, lines_per_hour: int = 6000, phase_s: float = 20.0
+) -> DrillResult:
     """BACKUP_DIR on a 64 KiB tmpfs (full), then remounted read-only, then writable: backups fail with
     the right reason and are retried; data and seals flow all along; every backup lands once it clears."""
     result = DrillResult(9, "backup target full, then read-only")
@@ -652,7 +745,12 @@ async def sigterm_while_backup_fails(ctx: DrillContext, *, lines_per_hour: int =
 
 
 async def sigterm_during_catch_up(
-    ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 150_000, stop_bound_s: float = 30.0, term_at: float = 0.3,
+    ctx: DrillContext,
+    *,
+    hours: int = 2,
+    lines_per_hour: int = 150_000,
+    stop_bound_s: float = 30.0,
+    term_at: float = 0.3,
 ) -> DrillResult:
     """SIGTERM while a large backlog is being caught up (default read budget): exit 0 within the bound,
     and on restart nothing beyond the cycles in flight is published again."""
@@ -662,7 +760,9 @@ async def sigterm_during_catch_up(
     worker = sidecar.start()
     try:
         target = term_at * summary.bytes
-        await wait_for(worker, lambda: metric_value(worker, "hyperdata_sidecar_bytes_read_total") >= target, "the catch-up to get going")
+        await wait_for(
+            worker, lambda: metric_value(worker, "hyperdata_sidecar_bytes_read_total") >= target, "the catch-up to get going"
+        )
         code, took = await terminate(worker, stop_bound_s)
         result.note(f"SIGTERM after {term_at:.0%} of {summary.bytes / MiB:.0f} MiB; exit {code} after {took:.1f}s")
         result.check(f"exits 0 within {stop_bound_s:.0f}s", code == 0, worker.log_tail())
@@ -673,7 +773,9 @@ async def sigterm_during_catch_up(
         await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up after the restart", 300.0)
         result.recovery_s = time.monotonic() - restarted
         bound = unpersisted_lines(DEFAULT_BUDGET)
-        result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound, timeout_s=300.0), allowed_duplicates=bound)
+        result.verified(
+            await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound, timeout_s=300.0), allowed_duplicates=bound
+        )
         await stop(worker, result)
     finally:
         await asyncio.to_thread(worker.stop)
@@ -692,10 +794,18 @@ async def two_nodes(ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 
     tell the nodes' records apart by their source.
     """
     result = DrillResult(11, "two NODE_IDs, one killed")
-    a, b = (ctx.sidecar(f"node-{n}", **{spec.topic_env: f"{ctx.prefix}{n}.{spec.default_topic}" for spec in TABLES}) for n in "ab")
+    a, b = (
+        ctx.sidecar(f"node-{n}", **{spec.topic_env: f"{ctx.prefix}{n}.{spec.default_topic}" for spec in TABLES}) for n in "ab"
+    )
     summaries = [
         corpus(ctx.root / "corpus-a", hours=hours, lines_per_hour=lines_per_hour, seed=21),
-        corpus(ctx.root / "corpus-b", hours=hours, lines_per_hour=lines_per_hour, seed=22, start=DAY_BOUNDARY + datetime.timedelta(hours=6)),
+        corpus(
+            ctx.root / "corpus-b",
+            hours=hours,
+            lines_per_hour=lines_per_hour,
+            seed=22,
+            start=DAY_BOUNDARY + datetime.timedelta(hours=6),
+        ),
     ]
     workers = {"a": a.start(), "b": b.start()}
     writing: list[asyncio.Future] = []
@@ -711,16 +821,22 @@ async def two_nodes(ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 
             b_ready.append(await asyncio.to_thread(is_ready, workers["b"]))
             await asyncio.sleep(1.0)
             down_for -= 1.0
-        result.check("node b stays ready while node a is down", all(b_ready), f"{b_ready.count(False)} of {len(b_ready)} probes not ready")
+        result.check(
+            "node b stays ready while node a is down", all(b_ready), f"{b_ready.count(False)} of {len(b_ready)} probes not ready"
+        )
         workers["a"] = a.start()
         restarted, written = time.monotonic(), marks(a.watch)
-        await wait_for(workers["a"], lambda: reached(workers["a"], written), "node a to publish what was written while it was down")
+        await wait_for(
+            workers["a"], lambda: reached(workers["a"], written), "node a to publish what was written while it was down"
+        )
         result.recovery_s = time.monotonic() - restarted
         await asyncio.gather(*writing)
         await wait_for(workers["a"], lambda: caught_up(workers["a"], a.watch), "node a to catch up")
         await wait_for(workers["b"], lambda: caught_up(workers["b"], b.watch), "node b to catch up")
         bound = unpersisted_lines(DEFAULT_BUDGET)
-        result.verified(await a.verify(backup_dir=a.backups, allowed_duplicates=bound), allowed_duplicates=bound, label="node a (killed)")
+        result.verified(
+            await a.verify(backup_dir=a.backups, allowed_duplicates=bound), allowed_duplicates=bound, label="node a (killed)"
+        )
         result.verified(await b.verify(backup_dir=b.backups), label="node b")
         apps = {p.name for s in (a, b) for p in s.state.iterdir()}
         result.check("each node keeps its own state (app dirs)", len(apps) == 2, str(apps))
@@ -737,7 +853,9 @@ async def two_nodes(ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 
 # ---------------------------------------------------------------------------- 12. hostile tree
 
 
-async def hostile_tree(ctx: DrillContext, *, programs: int = 2, steps: int = 40, quiet_s: float = 3.0, seed: int | None = None) -> DrillResult:
+async def hostile_tree(
+    ctx: DrillContext, *, programs: int = 2, steps: int = 40, quiet_s: float = 3.0, seed: int | None = None
+) -> DrillResult:
     """Hypothesis-drawn programs of events under WATCH_DIR (``hostile_tree.py``: appends, unterminated
     and late lines, new hours, truncations, replacements, deletions, renames, symlinks, pipes,
     unreadable files), thrown one after the other at one running worker. After each: the worker is
@@ -771,8 +889,12 @@ async def hostile_tree(ctx: DrillContext, *, programs: int = 2, steps: int = 40,
             if not report.ok:
                 result.note(f"program {number}: " + "; ".join(event.describe() for event in program))
         log = (sidecar.root / "run" / "worker.log").read_text(errors="replace")
-        result.check("no poll crashed and no traceback in the worker log", not sidecar.events("poll_crashed") and "Traceback" not in log)
-        result.note(f"events: {dict(sorted(tree.done.items()))}; {len(tree.ignored())} hour names left out (damaged, symlinks, pipes)")
+        result.check(
+            "no poll crashed and no traceback in the worker log", not sidecar.events("poll_crashed") and "Traceback" not in log
+        )
+        result.note(
+            f"events: {dict(sorted(tree.done.items()))}; {len(tree.ignored())} hour names left out (damaged, symlinks, pipes)"
+        )
         await stop(worker, result)
     finally:
         tree.finish()

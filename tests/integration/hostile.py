@@ -25,7 +25,11 @@ SCALARS = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=12),
 )
-ANY_JSON = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)), max_leaves=6)
+ANY_JSON = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=6,
+)
 BLOCKS = st.one_of(st.integers(min_value=0, max_value=2**63 - 1), st.integers(min_value=-(2**70), max_value=2**70), ANY_JSON)
 
 
@@ -34,9 +38,13 @@ def _event(location: CoinLocation) -> st.SearchStrategy:
     if location is CoinLocation.EVENT:
         shaped = st.fixed_dictionaries({"coin": coin, "side": st.sampled_from(["A", "B"]), "px": st.just("1.5")})
     elif location is CoinLocation.ORDER:
-        shaped = st.fixed_dictionaries({"status": st.just("open"), "order": st.one_of(st.fixed_dictionaries({"coin": coin}), ANY_JSON)})
+        shaped = st.fixed_dictionaries(
+            {"status": st.just("open"), "order": st.one_of(st.fixed_dictionaries({"coin": coin}), ANY_JSON)}
+        )
     else:
-        shaped = st.tuples(st.just("0x" + "ab" * 20), st.one_of(st.fixed_dictionaries({"coin": coin, "px": st.just("2")}), ANY_JSON)).map(list)
+        shaped = st.tuples(
+            st.just("0x" + "ab" * 20), st.one_of(st.fixed_dictionaries({"coin": coin, "px": st.just("2")}), ANY_JSON)
+        ).map(list)
     return st.one_of(shaped, ANY_JSON)
 
 
@@ -65,7 +73,7 @@ def _damaged(location: CoinLocation) -> st.SearchStrategy[bytes]:
 
 def _splice(line: bytes, at: int, junk: bytes, overwrite: bool) -> bytes:
     at = min(at, len(line))
-    tail = line[at + len(junk):] if overwrite else line[at:]
+    tail = line[at + len(junk) :] if overwrite else line[at:]
     return (line[:at] + junk + tail).replace(b"\n", b"")
 
 
@@ -75,8 +83,10 @@ NESTED = st.integers(min_value=100, max_value=50_000).map(
 )
 # Which of two block numbers counts is up to the parser: both readers of the contract must agree.
 DUPLICATE_KEYS = st.tuples(BLOCKS, BLOCKS).map(
-    lambda t: b'{"block_number":%s,"block_number":%s,"events":[{"coin":"BTC","order":{"coin":"BTC"}}]}'
-    % (json.dumps(t[0]).encode(), json.dumps(t[1]).encode())
+    lambda t: (
+        b'{"block_number":%s,"block_number":%s,"events":[{"coin":"BTC","order":{"coin":"BTC"}}]}'
+        % (json.dumps(t[0]).encode(), json.dumps(t[1]).encode())
+    )
 )
 
 

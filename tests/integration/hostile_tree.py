@@ -35,7 +35,10 @@ BLOCKS_PER_FILE = 10**6
 COINS = ("BTC", "ETH", "SOL", "xyz:TSLA", "@107")
 # Appends dominate, as on a node; every kind of damage comes up in a program of a few dozen events.
 KINDS = (
-    ("append",) * 6 + ("append_late",) * 3 + ("rotate",) * 2 + ("rename_in",)
+    ("append",) * 6
+    + ("append_late",) * 3
+    + ("rotate",) * 2
+    + ("rename_in",)
     + ("truncate", "replace", "delete", "rename_away", "symlink", "fifo", "unreadable")
 )
 
@@ -92,7 +95,12 @@ def line(table: str, block: int, n: int) -> bytes:
     else:
         event = ["0x" + "ab" * 20, {"coin": coin, "px": "2", "tid": n}]
     return orjson.dumps(
-        {"local_time": f"2026-06-10T00:00:00.{n:09d}", "block_time": "2026-06-10T00:00:00.1", "block_number": block, "events": [event]}
+        {
+            "local_time": f"2026-06-10T00:00:00.{n:09d}",
+            "block_time": "2026-06-10T00:00:00.1",
+            "block_number": block,
+            "events": [event],
+        }
     )
 
 
@@ -259,7 +267,9 @@ class HostileTree:
         if renamed:
             os.rename(target, path)
 
-    def _write_lines(self, hour: HourModel, count: int, cut: int | None, bad: bool, *, late: bool, path: Path | None = None) -> None:
+    def _write_lines(
+        self, hour: HourModel, count: int, cut: int | None, bad: bool, *, late: bool, path: Path | None = None
+    ) -> None:
         """Append ``count`` lines to ``hour`` (after completing its unterminated one), the last cut at
         ``cut`` bytes if given. Lines appended as the newest file climb the file's blocks; late ones
         stay in its last block."""
@@ -269,9 +279,11 @@ class HostileTree:
         for index in range(count):
             if not late and (self.counter + index) % 2:
                 hour.last_block += 1
-            whole.append(b"not json %d" % self.counter if bad and index == 0 else line(table, hour.last_block, self.counter + index))
+            whole.append(
+                b"not json %d" % self.counter if bad and index == 0 else line(table, hour.last_block, self.counter + index)
+            )
         self.counter += count
-        data = b"".join(x + b"\n" for x in whole)[len(written):]
+        data = b"".join(x + b"\n" for x in whole)[len(written) :]
         hour.unfinished = None
         if cut is not None:
             extra = line(table, hour.last_block, self.counter)

@@ -46,9 +46,15 @@ class PrometheusProcess:
     def start(self) -> None:
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
-                [self.binary, f"--config.file={self.config_path}", f"--storage.tsdb.path={self.root / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-                stdout=log, stderr=subprocess.STDOUT,
+                [
+                    self.binary,
+                    f"--config.file={self.config_path}",
+                    f"--storage.tsdb.path={self.root / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--log.level=warn",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
 
     def stop(self) -> None:

@@ -16,8 +16,22 @@ _LABEL_LISTS = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\
 # Not preceded by a word character or a dot: the "m" of "5m" and the "e3" of "1e3" are no names.
 _IDENTIFIER = re.compile(r"(?<![\w.:])[A-Za-z_:][A-Za-z0-9_:]*")
 _KEYWORDS = frozenset(
-    {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool",
-     "atan2", "inf", "nan"}
+    {
+        "and",
+        "or",
+        "unless",
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "offset",
+        "bool",
+        "atan2",
+        "inf",
+        "nan",
+    }
 )
 
 
@@ -29,7 +43,7 @@ def metric_names(expr: str) -> set[str]:
     text = _LABEL_LISTS.sub("", text)
     names = set()
     for match in _IDENTIFIER.finditer(text):
-        is_call = text[match.end():].lstrip().startswith("(")
+        is_call = text[match.end() :].lstrip().startswith("(")
         if not is_call and match.group().lower() not in _KEYWORDS:
             names.add(match.group())
     return names

@@ -58,9 +58,7 @@ class Sidecar:
 
     async def verify(self, **kwargs: Any) -> VerifyReport:
         kwargs.setdefault("timeout_s", 120.0)
-        return await verify(
-            self.watch, self.bootstrap, topics=default_topics(self.env), node=self.env["NODE_ID"], **kwargs
-        )
+        return await verify(self.watch, self.bootstrap, topics=default_topics(self.env), node=self.env["NODE_ID"], **kwargs)
 
 
 def write_corpus(target: Path, *, hours: int = 3, lines: int = 3000, seed: int = 7, bad_every: int | None = None) -> None:
@@ -75,5 +73,3 @@ async def replay_ragged(corpus: Path, target: Path, *, chunk_bytes: int = 8 * 10
 def assert_clean(report: VerifyReport, *, allowed_duplicates: int = 0) -> None:
     assert report.ok, report.summary()
     assert report.duplicates <= allowed_duplicates
-
-

@@ -21,7 +21,11 @@ def backup_retry(sidecar: Sidecar, path: str) -> subprocess.CompletedProcess:
     assert sidecar.worker is not None
     return subprocess.run(
         [FAUST, "-A", SIDECAR_APP, "backup-retry", path],
-        cwd=sidecar.worker.cwd, env=sidecar.worker.env, capture_output=True, text=True, timeout=120,
+        cwd=sidecar.worker.cwd,
+        env=sidecar.worker.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -34,7 +38,9 @@ async def send_raw(bootstrap: str, topic: str, value: dict) -> None:
         await producer.stop()
 
 
-async def test_a_backup_that_cannot_succeed_is_parked_while_every_other_file_is_backed_up(tmp_path, kafka_bootstrap, unique_topic_prefix):
+async def test_a_backup_that_cannot_succeed_is_parked_while_every_other_file_is_backed_up(
+    tmp_path, kafka_bootstrap, unique_topic_prefix
+):
     write_corpus(tmp_path / "watch", hours=4, lines=600)  # 20260610/22, 23 and 20260611/0 finalized per table; 1 newest
     sidecar = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix, BACKUP_MAX_TRIES="3")
     (tmp_path / "outside").mkdir()
@@ -43,7 +49,9 @@ async def test_a_backup_that_cannot_succeed_is_parked_while_every_other_file_is_
     poisoned_dir.symlink_to(tmp_path / "outside", target_is_directory=True)  # every try fails: unsafe_path
     worker = sidecar.start()
     try:
-        await worker.until(lambda: {e["path"] for e in sidecar.events("backup_parked")} == set(POISONED), "both poisoned backups parked")
+        await worker.until(
+            lambda: {e["path"] for e in sidecar.events("backup_parked")} == set(POISONED), "both poisoned backups parked"
+        )
         await worker.until(lambda: len(sidecar.events("backup")) == 7, "the seven other backups")
         # The state gauges are refreshed every GAUGES_EVERY_S.
         await worker.until(lambda: metric_value(worker, "hyperdata_sidecar_backups_parked") == 2, "the parked gauge at 2")
@@ -53,7 +61,9 @@ async def test_a_backup_that_cannot_succeed_is_parked_while_every_other_file_is_
         asked = backup_retry(sidecar, str(sidecar.watch / POISONED[0]))
         await worker.until(lambda: POISONED[0] in {e["path"] for e in sidecar.events("backup")}, "the requested backup")
         refused = backup_retry(sidecar, "notes.txt")
-        await send_raw(kafka_bootstrap, f"hyperdata-sidecar-{sidecar.env['NODE_ID']}-sidecar-backup-attempts", {"kind": "nonsense"})
+        await send_raw(
+            kafka_bootstrap, f"hyperdata-sidecar-{sidecar.env['NODE_ID']}-sidecar-backup-attempts", {"kind": "nonsense"}
+        )
         await sidecar.until_events("unknown_backup_attempt_record")
     finally:
         assert worker.stop() == 0

@@ -37,7 +37,9 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = root / "site"
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(source)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert install.returncode == 0, f"pip install of the sink plug-in failed:\n{install.stderr}"
     return site
@@ -47,8 +49,9 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cas_worker(plugin_site: Path, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
     """A worker with BACKUP_SINK=cas that has sealed and backed up the older hour of every table."""
     root = tmp_path_factory.mktemp("cas")
-    settings = sidecar_env(root, kafka_bootstrap, f"t-cas-{uuid.uuid4().hex[:8]}.", BACKUP_SINK="cas",
-                           CAS_SINK_ROOT=str(root / "objects"))
+    settings = sidecar_env(
+        root, kafka_bootstrap, f"t-cas-{uuid.uuid4().hex[:8]}.", BACKUP_SINK="cas", CAS_SINK_ROOT=str(root / "objects")
+    )
     write_corpus(Path(settings["WATCH_DIR"]), hours=HOURS, lines=300)
     worker = WorkerProcess(SIDECAR_APP, settings, root, extra_path=plugin_site)
     worker.start()
@@ -97,8 +100,9 @@ def test_a_sink_that_cannot_be_selected_stops_the_worker_with_one_line(
     settings = sidecar_env(tmp_path, "127.0.0.1:9", "t-cas-refused.", **overrides)
     env = WorkerProcess(SIDECAR_APP, settings, tmp_path, extra_path=plugin_site).env
 
-    result = subprocess.run([FAUST, "-A", SIDECAR_APP, "worker"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [FAUST, "-A", SIDECAR_APP, "worker"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
 
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2

@@ -60,17 +60,22 @@ async def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
 async def consume(bootstrap: str, topic: str, count: int, **consumer_kwargs) -> list:
     """The first ``count`` records of ``topic``, from the beginning."""
     consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-        enable_auto_commit=False, **consumer_kwargs,
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **consumer_kwargs,
     )
     await consumer.start()
     records: list = []
     try:
+
         async def fill() -> None:
             async for record in consumer:
                 records.append(record)
                 if len(records) == count:
                     return
+
         await asyncio.wait_for(fill(), DEADLINE_S)
     finally:
         await consumer.stop()
@@ -83,13 +88,11 @@ async def consume(bootstrap: str, topic: str, count: int, **consumer_kwargs) -> 
 async def test_messages_round_trip_with_key_headers_and_zstd(kafka_bootstrap, unique_topic_prefix):
     topic = f"{unique_topic_prefix}lines"
     await create_topic(kafka_bootstrap, topic)
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, compression_type="zstd",
-                                acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, compression_type="zstd", acks="all", enable_idempotence=True)
     await producer.start()
     try:
         for n in range(3):
-            await producer.send_and_wait(topic, value=b'{"n":%d}' % n, key=b"xyz:TSLA",
-                                         headers=[("line_id", b"t|1|%d" % n)])
+            await producer.send_and_wait(topic, value=b'{"n":%d}' % n, key=b"xyz:TSLA", headers=[("line_id", b"t|1|%d" % n)])
     finally:
         await producer.stop()
 
@@ -100,13 +103,10 @@ async def test_messages_round_trip_with_key_headers_and_zstd(kafka_bootstrap, un
     ]
 
 
-async def test_read_committed_consumer_sees_committed_transactions_only(
-    kafka_bootstrap, unique_topic_prefix
-):
+async def test_read_committed_consumer_sees_committed_transactions_only(kafka_bootstrap, unique_topic_prefix):
     topic = f"{unique_topic_prefix}tx"
     await create_topic(kafka_bootstrap, topic)
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap,
-                                transactional_id=f"{unique_topic_prefix}producer")
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=f"{unique_topic_prefix}producer")
     await producer.start()
     try:
         async with producer.transaction():
@@ -127,12 +127,16 @@ async def test_read_committed_consumer_sees_committed_transactions_only(
 # --------------------------------------------------------------------------- Faust
 
 
-def counting_app(app_id: str, bootstrap: str, datadir: Path, events_topic: str
-                 ) -> tuple[faust.App, faust.Table]:
+def counting_app(app_id: str, bootstrap: str, datadir: Path, events_topic: str) -> tuple[faust.App, faust.Table]:
     """A Faust app whose agent adds each event's integer value to a RocksDB table per key."""
     app = faust.App(
-        app_id, broker=f"kafka://{bootstrap}", store="rocksdb://", datadir=datadir,
-        web_enabled=False, topic_partitions=1, table_standby_replicas=0,
+        app_id,
+        broker=f"kafka://{bootstrap}",
+        store="rocksdb://",
+        datadir=datadir,
+        web_enabled=False,
+        topic_partitions=1,
+        table_standby_replicas=0,
         consumer_auto_offset_reset="earliest",
     )
     events = app.topic(events_topic, key_type=str, value_type=str, partitions=1)
@@ -175,8 +179,7 @@ async def test_faust_table_is_recovered_from_changelog_after_local_state_is_dele
     await first.start()
     try:
         assert isinstance(totals.data, RocksDBStore)
-        await eventually(lambda: dict(totals.items()) == {"BTC": 5, "ETH": 5},
-                         "the agent to fill the table")
+        await eventually(lambda: dict(totals.items()) == {"BTC": 5, "ETH": 5}, "the agent to fill the table")
     finally:
         leftover_tasks = await stopped_cleanly(first.stop)
     assert leftover_tasks == []
@@ -197,9 +200,7 @@ async def test_faust_table_is_recovered_from_changelog_after_local_state_is_dele
 # --------------------------------------------------------------------------- broker
 
 
-async def test_broker_restarted_on_its_data_dir_keeps_topics_and_messages(
-    kafka_broker, kafka_bootstrap, unique_topic_prefix
-):
+async def test_broker_restarted_on_its_data_dir_keeps_topics_and_messages(kafka_broker, kafka_bootstrap, unique_topic_prefix):
     if kafka_broker is None:
         pytest.skip("HYPERDATA_TEST_BOOTSTRAP names an external broker; it is not ours to restart")
     topic = f"{unique_topic_prefix}durable"

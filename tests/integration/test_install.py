@@ -28,7 +28,9 @@ def installed_faust(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     install = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(REPO)],
-        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S,
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_TIMEOUT_S,
     )
     assert install.returncode == 0, f"pip install {REPO} failed:\n{install.stdout}\n{install.stderr}"
     return venv / "bin" / "faust"
@@ -47,14 +49,16 @@ class InstalledWorker(WorkerProcess):
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
                 [str(self.faust), "-A", self.app, "worker", "-l", "info", "--web-port", str(self.port)],
-                cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                cwd=self.cwd,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
 
 @pytest.mark.parametrize("where", ["repository root", "another directory"])
-async def test_an_installed_worker_publishes_started_from(
-    where, installed_faust, tmp_path, kafka_bootstrap, unique_topic_prefix
-):
+async def test_an_installed_worker_publishes_started_from(where, installed_faust, tmp_path, kafka_bootstrap, unique_topic_prefix):
     sidecar = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix)
     write_corpus(sidecar.watch, hours=2, lines=600)
     cwd = REPO if where == "repository root" else tmp_path

@@ -20,7 +20,9 @@ TAG = "|late-20260610-22"
 
 def late_lines(root, count: int = 40) -> bytes:
     """Fills lines of hour 22 from another corpus, with blocks above the first one's."""
-    generate_corpus(root / "late", hours=1, lines_per_hour={FILLS: count}, seed=99, start=DAY_BOUNDARY, first_block=FIRST_BLOCK + 10**6)
+    generate_corpus(
+        root / "late", hours=1, lines_per_hour={FILLS: count}, seed=99, start=DAY_BOUNDARY, first_block=FIRST_BLOCK + 10**6
+    )
     return (root / "late" / SEALED).read_bytes()
 
 
@@ -72,7 +74,9 @@ async def test_a_late_append_is_published_under_the_files_tagged_ids_and_sealed_
     assert any(p["level"] == "error" and SEALED in p["text"] and "revision 2" in p["text"] for p in shown)
 
 
-async def test_a_sealed_file_that_shrinks_is_reported_and_nothing_is_published_again(tmp_path, kafka_bootstrap, unique_topic_prefix):
+async def test_a_sealed_file_that_shrinks_is_reported_and_nothing_is_published_again(
+    tmp_path, kafka_bootstrap, unique_topic_prefix
+):
     write_corpus(tmp_path / "watch", hours=2, lines=600)
     sidecar = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix, BACKUP_SINK="none")
     worker = sidecar.start()

@@ -14,7 +14,7 @@ from promql import exported_names, metric_names
         ('up{job="hyperdata-sidecar"} == 0 or absent(up{job="hyperdata-sidecar"})', {"up"}),
         ("sum by (job, instance) (increase(a_total[15m])) > 0", {"a_total"}),
         ("sum(rate(a_total[$__rate_interval])) by (le, table) * 60", {"a_total"}),
-        ("histogram_quantile(0.99, sum by (le) (rate(h_seconds_bucket{table=~\"$table\"}[5m])))", {"h_seconds_bucket"}),
+        ('histogram_quantile(0.99, sum by (le) (rate(h_seconds_bucket{table=~"$table"}[5m])))', {"h_seconds_bucket"}),
         ("max by (instance, table) (lag) > on (job, instance) group_left max by (instance) (warn)", {"lag", "warn"}),
         ("a > on (job) group_left (table) b", {"a", "b"}),
         ("(time() - start_seconds > 65 * 60) unless on () (hour() == 0)", {"start_seconds"}),
@@ -30,17 +30,25 @@ def test_metric_names_are_the_selected_metrics_only(expr: str, names: set[str]) 
 
 
 def test_exported_names_are_the_samples_and_the_declared_families() -> None:
-    exposition = "\n".join([
-        "# HELP a_total Things.",
-        "# TYPE a_total counter",
-        'a_total{table="x"} 3.0',
-        'a_created{table="x"} 1.7e+09',
-        "# HELP lonely_seconds Declared, no series yet.",
-        "# TYPE lonely_seconds gauge",
-        "# HELP h_seconds Durations.",
-        "# TYPE h_seconds histogram",
-    ])
+    exposition = "\n".join(
+        [
+            "# HELP a_total Things.",
+            "# TYPE a_total counter",
+            'a_total{table="x"} 3.0',
+            'a_created{table="x"} 1.7e+09',
+            "# HELP lonely_seconds Declared, no series yet.",
+            "# TYPE lonely_seconds gauge",
+            "# HELP h_seconds Durations.",
+            "# TYPE h_seconds histogram",
+        ]
+    )
 
     assert exported_names(exposition) == {
-        "a_total", "a_created", "lonely_seconds", "h_seconds", "h_seconds_bucket", "h_seconds_sum", "h_seconds_count",
+        "a_total",
+        "a_created",
+        "lonely_seconds",
+        "h_seconds",
+        "h_seconds_bucket",
+        "h_seconds_sum",
+        "h_seconds_count",
     }

@@ -52,7 +52,8 @@ async def test_files_finalized_before_the_first_start_are_sealed_once_with_their
     assert_clean(report)
     seals = await read_seals(kafka_bootstrap, sidecar.env["TOPIC_SEALS"])
     finalized = sorted(
-        h.relpath for h in (HourFile.parse(str(p.relative_to(sidecar.watch))) for p in sidecar.watch.rglob("*") if p.is_file())
+        h.relpath
+        for h in (HourFile.parse(str(p.relative_to(sidecar.watch))) for p in sidecar.watch.rglob("*") if p.is_file())
         if h is not None and h.hour != "0"
     )
     assert sorted(s.path for s in seals) == finalized  # exactly one each; the newest hour (0) has none
@@ -71,8 +72,17 @@ async def test_a_seal_already_on_the_topic_is_not_published_again(tmp_path, kafk
     relpath = "node_fills_streaming/hourly/20260610/22"
     size, sha256, block_range = expected_seal(sidecar.watch, relpath)
     earlier = SealManifest(
-        table="node_fills_streaming", path=relpath, date="20260610", hour="22", block_range=block_range, size=size,
-        sha256=sha256, finalized_at="2026-06-10T23:00:03.000Z", lines=0, dlq_lines=0, node=sidecar.env["NODE_ID"],
+        table="node_fills_streaming",
+        path=relpath,
+        date="20260610",
+        hour="22",
+        block_range=block_range,
+        size=size,
+        sha256=sha256,
+        finalized_at="2026-06-10T23:00:03.000Z",
+        lines=0,
+        dlq_lines=0,
+        node=sidecar.env["NODE_ID"],
     )
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()

@@ -23,10 +23,26 @@ from drills import corpus
 from sidecar_run import Sidecar
 
 SECRET = f"pw-{uuid.uuid4().hex}"
-SASL = {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_USERNAME": "sidecar", "KAFKA_SASL_PASSWORD": SECRET}
+SASL = {
+    "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+    "KAFKA_SASL_MECHANISM": "PLAIN",
+    "KAFKA_SASL_USERNAME": "sidecar",
+    "KAFKA_SASL_PASSWORD": SECRET,
+}
 PAGES = (
-    "/", "/sidecar/", "/sidecar/status/", "/sidecar/files/", "/sidecar/seals/", "/sidecar/dlq/",
-    "/metrics", "/readyz", "/healthz", "/router/", "/table/", "/stats/", "/graph/",
+    "/",
+    "/sidecar/",
+    "/sidecar/status/",
+    "/sidecar/files/",
+    "/sidecar/seals/",
+    "/sidecar/dlq/",
+    "/metrics",
+    "/readyz",
+    "/healthz",
+    "/router/",
+    "/table/",
+    "/stats/",
+    "/graph/",
 )
 ADDRESS = re.compile(rb"0x[0-9a-f]{40}")
 FAIL_BOUND_S = 60.0
@@ -53,7 +69,12 @@ async def fails_or_keeps_failing(sidecar: Sidecar) -> str:
     """Start the worker and wait (bounded) until it exits or logs a failed broker connection; its failure text."""
     worker = sidecar.start()
     try:
-        await wait_for(None, lambda: exit_code(worker) is not None or sidecar.events("broker_connect_failed"), "the worker to fail", FAIL_BOUND_S)
+        await wait_for(
+            None,
+            lambda: exit_code(worker) is not None or sidecar.events("broker_connect_failed"),
+            "the worker to fail",
+            FAIL_BOUND_S,
+        )
         if exit_code(worker) is None:
             assert worker.get("/readyz")[0] != 200
         else:
@@ -82,7 +103,11 @@ async def test_the_sasl_password_is_in_no_line_of_a_failed_logins_log(ctx):
 async def test_the_sasl_password_and_file_contents_are_on_no_page_and_in_no_log_line(ctx):
     sidecar = ctx.sidecar(KAFKA_SASL_USERNAME="sidecar", KAFKA_SASL_PASSWORD=SECRET)
     corpus(sidecar.watch, hours=2, lines_per_hour=2000, bad_every=97)
-    addresses = set(ADDRESS.findall(b"".join((sidecar.watch / f.relpath).read_bytes() for f in hour_files(sidecar.watch, "node_fills_streaming"))))
+    addresses = set(
+        ADDRESS.findall(
+            b"".join((sidecar.watch / f.relpath).read_bytes() for f in hour_files(sidecar.watch, "node_fills_streaming"))
+        )
+    )
     worker = sidecar.start()
     try:
         await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "the corpus to be published")
@@ -131,7 +156,9 @@ async def test_symlinks_in_the_watch_tree_are_not_followed_into_a_backup_outside
     (book / "23").rename(book / "21")  # the real files are hours 21 and 22; hour 23 becomes a symlink
     (book / "23").symlink_to(outside / "elsewhere" / "node_fills_streaming" / "hourly" / "20260610" / "22")
     (sidecar.watch / "node_fills_streaming" / "hourly").mkdir(parents=True)
-    (sidecar.watch / "node_fills_streaming" / "hourly" / "20260610").symlink_to(outside / "elsewhere" / "node_fills_streaming" / "hourly" / "20260610")
+    (sidecar.watch / "node_fills_streaming" / "hourly" / "20260610").symlink_to(
+        outside / "elsewhere" / "node_fills_streaming" / "hourly" / "20260610"
+    )
     (sidecar.watch / "node_order_statuses_streaming").symlink_to(outside / "orders" / "node_order_statuses_streaming")
     before = tree_state(outside)
     worker = sidecar.start()

@@ -147,7 +147,9 @@ async def test_a_sigkill_between_a_snapshots_completion_and_its_event_still_give
     [(_key, event)] = events
     topics = default_topics(restarted.env)
     assert (event["height"], event["path"], event["sha256"]) == (height, relpath, hashlib.sha256(data).hexdigest())
-    assert sorted(event["partial"]) == sorted(["node_fills_streaming", "node_order_statuses_streaming", "node_raw_book_diffs_streaming"])
+    assert sorted(event["partial"]) == sorted(
+        ["node_fills_streaming", "node_order_statuses_streaming", "node_raw_book_diffs_streaming"]
+    )
     ends = await end_offsets(kafka_bootstrap, topics)
     for topic, partitions in event["offsets"].items():
         for partition, offset in partitions.items():

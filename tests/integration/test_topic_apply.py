@@ -26,9 +26,7 @@ async def topic_state(bootstrap: str, name: str) -> tuple[int, dict[str, str]]:
     return len(described["partitions"]), {entry[0]: entry[1] for entry in entries}
 
 
-async def test_first_apply_creates_every_topic_with_its_partitions_and_configs(
-    kafka_bootstrap, unique_topic_prefix
-):
+async def test_first_apply_creates_every_topic_with_its_partitions_and_configs(kafka_bootstrap, unique_topic_prefix):
     specs = prefixed_contract(unique_topic_prefix)
 
     outcomes = await apply_contract(kafka_bootstrap, specs)
@@ -51,9 +49,7 @@ async def test_second_apply_reports_every_topic_as_existing(kafka_bootstrap, uni
     ]
 
 
-async def test_topic_with_other_partition_count_is_left_alone_with_a_warning(
-    kafka_bootstrap, unique_topic_prefix, caplog
-):
+async def test_topic_with_other_partition_count_is_left_alone_with_a_warning(kafka_bootstrap, unique_topic_prefix, caplog):
     specs = prefixed_contract(unique_topic_prefix)
     fills = next(s for s in specs if s.role == "fills")
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
@@ -67,9 +63,7 @@ async def test_topic_with_other_partition_count_is_left_alone_with_a_warning(
         outcomes = await apply_contract(kafka_bootstrap, specs)
 
     mismatch = next(o for o in outcomes if o.topic == fills.name)
-    assert (mismatch.outcome, mismatch.partitions, mismatch.actual_partitions) == (
-        Outcome.PARTITION_MISMATCH, 3, 5
-    )
+    assert (mismatch.outcome, mismatch.partitions, mismatch.actual_partitions) == (Outcome.PARTITION_MISMATCH, 3, 5)
     assert (await topic_state(kafka_bootstrap, fills.name))[0] == 5
     [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert fills.name in warning and "5 partitions" in warning and "says 3" in warning

@@ -81,9 +81,7 @@ def stream_for(root: Path, summary: CorpusSummary) -> list[tuple[str, bytes, byt
             for line in lines:
                 where = [("source", relpath.encode()), ("offset", str(position).encode())]
                 if (relpath, position) in bad:
-                    out.append(
-                        (DLQ, table.encode(), line, where + [("reason", bad[relpath, position].encode())])
-                    )
+                    out.append((DLQ, table.encode(), line, where + [("reason", bad[relpath, position].encode())]))
                     dlq += 1
                 else:
                     envelope = orjson.loads(line)
@@ -173,9 +171,7 @@ async def test_a_complete_stream_verifies_with_one_correct_seal_per_finalized_fi
 
 
 @pytest.mark.timeout(120)
-async def test_a_stream_missing_one_line_fails_and_names_that_line(
-    kafka_bootstrap, unique_topic_prefix, tmp_path
-):
+async def test_a_stream_missing_one_line_fails_and_names_that_line(kafka_bootstrap, unique_topic_prefix, tmp_path):
     summary = small_tree(tmp_path)
     topics = await create_topics(kafka_bootstrap, unique_topic_prefix)
     stream = stream_for(tmp_path, summary)

@@ -57,9 +57,13 @@ ARTIFACTS = REPO / "artifacts"
 DASHBOARD = REPO / "deploy" / "grafana" / "hyperdata-sidecar.json"
 # The metrics of the contract (shared/reference/sidecar-contract.txt), as exported.
 CONTRACT_METRICS = {
-    "hyperdata_sidecar_lines_published_total", "hyperdata_sidecar_bytes_read_total", "hyperdata_sidecar_publish_lag_seconds",
-    "hyperdata_sidecar_tail_offset_lag_bytes", "hyperdata_sidecar_seals_emitted_total",
-    "hyperdata_sidecar_partial_line_held_bytes", "hyperdata_sidecar_state_persist_failures_total",
+    "hyperdata_sidecar_lines_published_total",
+    "hyperdata_sidecar_bytes_read_total",
+    "hyperdata_sidecar_publish_lag_seconds",
+    "hyperdata_sidecar_tail_offset_lag_bytes",
+    "hyperdata_sidecar_seals_emitted_total",
+    "hyperdata_sidecar_partial_line_held_bytes",
+    "hyperdata_sidecar_state_persist_failures_total",
 }
 # What the dashboard's variables stand for when its queries are run here.
 DASHBOARD_VARIABLES = {"instance": ".*", "table": ".*", "__rate_interval": "1m"}
@@ -97,8 +101,15 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         newest.write(PARTIAL)
     worker = WorkerProcess(SIDECAR_APP, settings, root)
     worker.start()
-    result = Run(worker, corpus, watch, kafka_bootstrap, settings["TOPIC_SEALS"], calendar.timegm(start.timetuple()),
-                 {spec.dir_name: settings[spec.topic_env] for spec in TABLES})
+    result = Run(
+        worker,
+        corpus,
+        watch,
+        kafka_bootstrap,
+        settings["TOPIC_SEALS"],
+        calendar.timegm(start.timetuple()),
+        {spec.dir_name: settings[spec.topic_env] for spec in TABLES},
+    )
     try:
         worker.wait_until(lambda: caught_up(result), "every table published, sealed and backed up")
         yield result
@@ -323,7 +334,10 @@ def test_files_view_reports_size_lag_and_held_bytes_of_the_file_being_written(ru
     size = (run.watch / fills["path"]).stat().st_size
 
     assert (fills["size"], fills["offset"], fills["lag_bytes"], fills["held_bytes"]) == (
-        size, size - len(PARTIAL), len(PARTIAL), len(PARTIAL),
+        size,
+        size - len(PARTIAL),
+        len(PARTIAL),
+        len(PARTIAL),
     )
 
 
@@ -335,7 +349,9 @@ def test_faust_table_route_needs_the_slashes_of_a_key_percent_encoded(run: Run) 
 
 
 async def test_seals_view_lists_what_the_seal_topic_holds_newest_first(run: Run) -> None:
-    consumer = AIOKafkaConsumer(run.seal_topic, bootstrap_servers=run.bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        run.seal_topic, bootstrap_servers=run.bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+    )
     await consumer.start()
     try:
         on_topic = []
@@ -372,9 +388,17 @@ def chromium_flags(tmp_path: Path) -> list[str]:
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
     return [
-        chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1280,900",
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+        "--window-size=1280,900",
     ]
 
 
@@ -403,8 +427,9 @@ def test_status_page_charts_the_sampled_last_hour_in_headless_chromium(run: Run,
         "two lines/s samples of every table",
     )
 
-    dom = subprocess.run([chromium, *flags, "--dump-dom", run.worker.url + "/"], capture_output=True, timeout=120,
-                         check=True).stdout.decode()
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", run.worker.url + "/"], capture_output=True, timeout=120, check=True
+    ).stdout.decode()
 
     charts = dict(re.findall(r'<svg class="chart"[^>]* aria-label="([^",]+),[^"]*">(.*?)</svg>', dom))
     for spec in TABLES:
@@ -449,11 +474,36 @@ async def test_chromium_draws_the_charts_where_the_samples_put_them(tmp_path: Pa
     for k in range(int(SPAN_S // EVERY_S) + 1):
         published += published_in_interval(k) if k else 0
         history.record(start + k * EVERY_S, {FILLS: published}, {FILLS: None if k < 10 else float(k % 13)})
-    fills = TableStatus(table=FILLS, topic="t", current_file=None, current_state=None, lag_bytes=0, held_bytes=0,
-                        publish_lag_s=None, lines_per_s=None, lines_published=published, files=0, dlq={},
-                        lines_per_s_history=history.lines_per_s(FILLS), publish_lag_history=history.publish_lag(FILLS))
-    page = render_page(SidecarStatus(node="n", app_id="a", now=now, started_at=start, ready=True, not_ready=[],
-                                     broker_connected=True, tables=[fills], seals=[], backups=[], problems=[]))
+    fills = TableStatus(
+        table=FILLS,
+        topic="t",
+        current_file=None,
+        current_state=None,
+        lag_bytes=0,
+        held_bytes=0,
+        publish_lag_s=None,
+        lines_per_s=None,
+        lines_published=published,
+        files=0,
+        dlq={},
+        lines_per_s_history=history.lines_per_s(FILLS),
+        publish_lag_history=history.publish_lag(FILLS),
+    )
+    page = render_page(
+        SidecarStatus(
+            node="n",
+            app_id="a",
+            now=now,
+            started_at=start,
+            ready=True,
+            not_ready=[],
+            broker_connected=True,
+            tables=[fills],
+            seals=[],
+            backups=[],
+            problems=[],
+        )
+    )
 
     dom = await browse(tmp_path, [(200, page.replace("</body>", CHART_PROBE + "</body>"))])
 
@@ -474,8 +524,19 @@ async def test_chromium_draws_the_charts_where_the_samples_put_them(tmp_path: Pa
 
 def page_for(node: str) -> str:
     return render_page(
-        SidecarStatus(node=node, app_id="a", now=0.0, started_at=0.0, ready=True, not_ready=[], broker_connected=True,
-                      tables=[], seals=[], backups=[], problems=[])
+        SidecarStatus(
+            node=node,
+            app_id="a",
+            now=0.0,
+            started_at=0.0,
+            ready=True,
+            not_ready=[],
+            broker_connected=True,
+            tables=[],
+            seals=[],
+            backups=[],
+            problems=[],
+        )
     )
 
 
@@ -498,8 +559,12 @@ async def browse(tmp_path: Path, responses: list[tuple[int, str]]) -> str:
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
         browser = await asyncio.create_subprocess_exec(
-            *command, "--virtual-time-budget=10000", "--dump-dom", f"http://127.0.0.1:{port}/",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            *command,
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            f"http://127.0.0.1:{port}/",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
         )
         dom, _ = await asyncio.wait_for(browser.communicate(), 120)
     finally:

@@ -96,7 +96,11 @@ class WorkerProcess:
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
                 [FAUST, "-A", self.app, "worker", "-l", "info", "--web-port", str(self.port)],
-                cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                cwd=self.cwd,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
     def stop(self) -> int | None:

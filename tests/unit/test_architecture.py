@@ -29,7 +29,9 @@ def sources(*dirs: Path) -> list[Path]:
 
 def test_web_and_agents_never_import_the_plugin():
     offenders = [
-        str(path) for path in sources(PACKAGE / "web", AGENTS) if any(module == "hyperdata_sidecar.plugin" for module, _ in imports(path))
+        str(path)
+        for path in sources(PACKAGE / "web", AGENTS)
+        if any(module == "hyperdata_sidecar.plugin" for module, _ in imports(path))
     ]
     assert offenders == []
 

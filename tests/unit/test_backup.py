@@ -134,9 +134,7 @@ async def test_the_backup_root_may_be_a_symlink_chosen_by_the_operator(source: P
 # -- idempotence -------------------------------------------------------------------------------
 
 
-async def test_a_second_backup_with_the_same_hash_is_a_noop_with_the_same_ref(
-    source: Path, root: Path
-) -> None:
+async def test_a_second_backup_with_the_same_hash_is_a_noop_with_the_same_ref(source: Path, root: Path) -> None:
     sink = LocalBackupSink(root)
     first = await sink.backup(source, relpath=RELPATH, sha256=sha(CONTENT))
     inode = (root / RELPATH).stat().st_ino
@@ -245,9 +243,7 @@ async def test_a_directory_in_place_of_the_target_file_fails_as_io_error(source:
     assert failure.value.reason == "io_error"
 
 
-async def test_a_full_disk_is_no_space_and_leaves_no_temp_file(
-    source: Path, tmpfs: Callable[[str], Path]
-) -> None:
+async def test_a_full_disk_is_no_space_and_leaves_no_temp_file(source: Path, tmpfs: Callable[[str], Path]) -> None:
     disk = tmpfs("size=64k")
 
     with pytest.raises(BackupError) as failure:
@@ -257,9 +253,7 @@ async def test_a_full_disk_is_no_space_and_leaves_no_temp_file(
     assert all_files(disk) == []
 
 
-async def test_a_read_only_disk_is_permission_and_succeeds_once_writable(
-    source: Path, tmpfs: Callable[[str], Path]
-) -> None:
+async def test_a_read_only_disk_is_permission_and_succeeds_once_writable(source: Path, tmpfs: Callable[[str], Path]) -> None:
     disk = tmpfs("ro,size=1m")
     sink = LocalBackupSink(disk)
     with pytest.raises(BackupError) as failure:
@@ -321,9 +315,7 @@ async def test_paths_that_leave_the_root_are_rejected(relpath: str, source: Path
     assert all_files(tmp_path) == outside_before
 
 
-async def test_a_symlinked_directory_below_the_root_cannot_redirect_the_copy(
-    source: Path, root: Path, tmp_path: Path
-) -> None:
+async def test_a_symlinked_directory_below_the_root_cannot_redirect_the_copy(source: Path, root: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     root.mkdir()
@@ -336,9 +328,7 @@ async def test_a_symlinked_directory_below_the_root_cannot_redirect_the_copy(
     assert list(elsewhere.iterdir()) == []
 
 
-async def test_a_symlink_at_the_target_cannot_redirect_the_copy(
-    source: Path, root: Path, tmp_path: Path
-) -> None:
+async def test_a_symlink_at_the_target_cannot_redirect_the_copy(source: Path, root: Path, tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     victim.write_bytes(b"keep me")
     (root / RELPATH).parent.mkdir(parents=True)
@@ -405,9 +395,7 @@ def test_make_sink_names_the_valid_choices_for_an_unknown_sink() -> None:
 
 
 def test_the_built_in_sinks_are_registered_as_entry_points_of_this_distribution() -> None:
-    registered = {
-        ep.name: ep.value for ep in distribution("hyperdata-sidecar").entry_points if ep.group == BACKUP_SINK_GROUP
-    }
+    registered = {ep.name: ep.value for ep in distribution("hyperdata-sidecar").entry_points if ep.group == BACKUP_SINK_GROUP}
 
     assert registered == {
         "local": "hyperdata_sidecar.backup:LocalBackupSink",

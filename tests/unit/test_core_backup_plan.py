@@ -14,8 +14,18 @@ from hyperdata_sidecar.core.seal import SealManifest
 def manifest(path: str = "node_fills_streaming/hourly/20260610/13", revision: int = 1) -> SealManifest:
     hour = path.rsplit("/", 1)[1]
     return SealManifest(
-        table="node_fills_streaming", path=path, date="20260610", hour=hour, block_range=None, size=1, sha256="a" * 64,
-        finalized_at="2026-06-10T14:00:00.000Z", lines=0, dlq_lines=0, node="n", revision=revision,
+        table="node_fills_streaming",
+        path=path,
+        date="20260610",
+        hour=hour,
+        block_range=None,
+        size=1,
+        sha256="a" * 64,
+        finalized_at="2026-06-10T14:00:00.000Z",
+        lines=0,
+        dlq_lines=0,
+        node="n",
+        revision=revision,
     )
 
 

@@ -11,9 +11,21 @@ PATH = "node_fills_streaming/hourly/20260610/13"
 
 def finalized(**changes) -> FileCursor:
     fields = dict(
-        path=PATH, byte_offset=120, size=120, stage=CursorStage.FINALIZED, revision=1, sha256="ab" * 32,
-        finalized_at="2026-06-10T14:00:03.120Z", seq_block=7, seq_next=3, carry_block=7, carry_next=3,
-        lines=4, dlq_lines=1, first_block=5, last_block=7,
+        path=PATH,
+        byte_offset=120,
+        size=120,
+        stage=CursorStage.FINALIZED,
+        revision=1,
+        sha256="ab" * 32,
+        finalized_at="2026-06-10T14:00:03.120Z",
+        seq_block=7,
+        seq_next=3,
+        carry_block=7,
+        carry_next=3,
+        lines=4,
+        dlq_lines=1,
+        first_block=5,
+        last_block=7,
     )
     fields.update(changes)
     return FileCursor(**fields)
@@ -26,7 +38,16 @@ def test_a_record_round_trips():
 
 def test_a_record_from_before_revisions_is_a_first_revision_that_hands_its_end_state_on():
     record = finalized().to_record()
-    for name in ("revision", "carry_block", "carry_next", "carry_epoch", "seq_epoch", "seq0_epoch", "block_regressions", "unterminated_at"):
+    for name in (
+        "revision",
+        "carry_block",
+        "carry_next",
+        "carry_epoch",
+        "seq_epoch",
+        "seq0_epoch",
+        "block_regressions",
+        "unterminated_at",
+    ):
         del record[name]
     cursor = FileCursor.from_record(record)
     assert (cursor.revision, cursor.carry_state, cursor.seq_state, cursor.block_regressions) == (1, (7, 3, 0), (7, 3, 0), 0)
@@ -51,7 +72,12 @@ def test_only_the_listed_stage_moves_are_allowed(start, target):
 
 def test_a_reopened_file_resumes_at_its_end():
     reopened = finalized().reopened()
-    assert (reopened.stage, reopened.byte_offset, reopened.seq_state, reopened.revision) == (CursorStage.REOPENED, 120, (7, 3, 0), 1)
+    assert (reopened.stage, reopened.byte_offset, reopened.seq_state, reopened.revision) == (
+        CursorStage.REOPENED,
+        120,
+        (7, 3, 0),
+        1,
+    )
 
 
 def test_a_reopened_file_resumes_where_its_unterminated_line_starts():
@@ -61,8 +87,15 @@ def test_a_reopened_file_resumes_where_its_unterminated_line_starts():
 
 def test_a_restarted_file_starts_over_from_its_state_at_byte_zero_epoch_included():
     cursor = FileCursor.adopted(PATH, (7, 3, 1)).advanced(
-        byte_offset=50, last_line_complete=True, seq_state=(9, 0, 2), lines=2, dlq_lines=0, regressions=1,
-        first_block=7, last_block=9, size=50,
+        byte_offset=50,
+        last_line_complete=True,
+        seq_state=(9, 0, 2),
+        lines=2,
+        dlq_lines=0,
+        regressions=1,
+        first_block=7,
+        last_block=9,
+        size=50,
     )
     assert cursor.restarted() == FileCursor.adopted(PATH, (7, 3, 1))
     assert (cursor.block_regressions, cursor.seq_state) == (1, (9, 0, 2))

@@ -95,9 +95,7 @@ def test_parse_returns_none_for_a_non_string():
     assert HourFile.parse(f"{BOOK}/hourly/20260610/13".encode()) is None
 
 
-_PATH_PIECES = st.sampled_from(
-    [BOOK, FILLS, "hourly", "20260610", "20240229", "13", "09", "9", "24", "", "x"]
-)
+_PATH_PIECES = st.sampled_from([BOOK, FILLS, "hourly", "20260610", "20240229", "13", "09", "9", "24", "", "x"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -177,10 +175,7 @@ _HOURS = st.tuples(
 @given(st.lists(_HOURS, max_size=30))
 def test_sorted_files_follow_the_clock(hours):
     files = [hf(d.strftime("%Y%m%d"), f"{h:02d}" if padded else str(h)) for d, h, padded in hours]
-    moments = [
-        datetime.datetime.strptime(f.date, "%Y%m%d") + datetime.timedelta(hours=int(f.hour))
-        for f in sorted(files)
-    ]
+    moments = [datetime.datetime.strptime(f.date, "%Y%m%d") + datetime.timedelta(hours=int(f.hour)) for f in sorted(files)]
     assert moments == sorted(moments)
 
 

@@ -220,9 +220,7 @@ def test_anything_but_one_json_object_is_malformed(line):
     assert reason(BOOK, line) == "malformed"
 
 
-@pytest.mark.parametrize(
-    "block_number", ["1030140001", 1030140001.0, 1.5, True, False, None, [1], {"n": 1}], ids=repr
-)
+@pytest.mark.parametrize("block_number", ["1030140001", 1030140001.0, 1.5, True, False, None, [1], {"n": 1}], ids=repr)
 def test_block_number_that_is_not_an_integer_is_no_block(block_number):
     assert reason(BOOK, envelope([book_event()], block_number=block_number)) == "no_block"
 
@@ -363,8 +361,9 @@ _SCALARS = (
 )
 _JSON = st.recursive(
     _SCALARS,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.sampled_from(["coin", "order", "x", "events"]), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["coin", "order", "x", "events"]), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 _COIN_HOLDER = st.fixed_dictionaries({"coin": st.one_of(st.text(max_size=8), _JSON)})
@@ -383,9 +382,7 @@ _EVENTS = st.one_of(
 )
 _BLOCK_NUMBERS = st.one_of(st.integers(-(2**63), 2**63 - 1), _JSON)
 _ENVELOPES = st.one_of(
-    st.fixed_dictionaries(
-        {"block_number": _BLOCK_NUMBERS, "events": _EVENTS}, optional={"block_time": _JSON}
-    ),
+    st.fixed_dictionaries({"block_number": _BLOCK_NUMBERS, "events": _EVENTS}, optional={"block_time": _JSON}),
     st.fixed_dictionaries(
         {},
         optional={"block_number": _BLOCK_NUMBERS, "block_time": _JSON, "local_time": _JSON, "events": _EVENTS},

@@ -135,7 +135,9 @@ def test_a_block_continued_from_the_previous_file_continues_its_seq():
 
 
 def ids_of(collector: Collector) -> list[bytes]:
-    return [by_offset(collector)[o].header("line_id") for o in sorted(by_offset(collector)) if by_offset(collector)[o].topic == "data"]
+    return [
+        by_offset(collector)[o].header("line_id") for o in sorted(by_offset(collector)) if by_offset(collector)[o].topic == "data"
+    ]
 
 
 def test_a_lower_block_starts_a_regression_epoch_that_every_later_id_carries():
@@ -165,7 +167,8 @@ def test_a_late_tag_ends_every_id_after_the_epoch():
     w = writer(seq_state=(7, 1, 0), late_tag=b"|late-20260610-13")
     write_all(w, b"".join(envelope([EVENT_OF[BOOK]()], block_number=b) + b"\n" for b in (7, 6)))
     assert ids_of(w.produce) == [
-        b"node_raw_book_diffs_streaming|7|1|late-20260610-13", b"node_raw_book_diffs_streaming|6|0|r1|late-20260610-13"
+        b"node_raw_book_diffs_streaming|7|1|late-20260610-13",
+        b"node_raw_book_diffs_streaming|6|0|r1|late-20260610-13",
     ]
 
 
@@ -213,7 +216,11 @@ def test_a_bad_line_is_a_dead_letter_with_its_reason_and_detail_and_its_bytes():
     collector = Collector()
     tally = write_all(writer(produce=collector), b'{"block_number": "x", "events": []}\n')
     [record] = records(collector)
-    assert (record.topic, record.partition, record.key) == ("dlq", partition_for(b"node_raw_book_diffs_streaming", 3), BOOK.dir_name.encode())
+    assert (record.topic, record.partition, record.key) == (
+        "dlq",
+        partition_for(b"node_raw_book_diffs_streaming", 3),
+        BOOK.dir_name.encode(),
+    )
     assert record.value == b'{"block_number": "x", "events": []}'
     assert (record.header("reason"), record.header("offset"), record.header("source")) == (b"no_block", b"0", SOURCE.encode())
     assert record.header("detail") == b"block_number is a string"
@@ -229,7 +236,10 @@ def test_an_oversize_line_is_a_dead_letter_that_references_it():
     oversize = by_offset(collector)[3]
     assert oversize.header("reason") == b"oversize"
     assert orjson.loads(oversize.value) == {
-        "source": SOURCE, "offset": 3, "length": 50, "sha256": hashlib.sha256(long_line).hexdigest()
+        "source": SOURCE,
+        "offset": 3,
+        "length": 50,
+        "sha256": hashlib.sha256(long_line).hexdigest(),
     }
     assert w.offset == 3 + 51
 
@@ -281,7 +291,7 @@ def test_a_restart_from_the_writer_state_after_any_line_reproduces_the_same_reco
     first = writer()
     write_all(first, head)
     second = writer(offset=first.offset, seq_state=first.seq_state, first_block=first.first_block, last_block=first.last_block)
-    write_all(second, stream[len(head):])
+    write_all(second, stream[len(head) :])
     whole = Collector()
     write_all(writer(produce=whole), stream)
     restarted = {**by_offset(first.produce), **by_offset(second.produce)}

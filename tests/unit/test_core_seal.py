@@ -126,9 +126,7 @@ def test_any_manifest_round_trips_through_json(original):
     assert SealManifest.from_json(original.to_json()) == original
 
 
-FIELDS = [
-    "table", "path", "date", "hour", "block_range", "size", "sha256", "finalized_at", "lines", "dlq_lines", "node"
-]
+FIELDS = ["table", "path", "date", "hour", "block_range", "size", "sha256", "finalized_at", "lines", "dlq_lines", "node"]
 ADDED_FIELDS = ["revision", "block_regressions", "offsets"]
 
 

@@ -120,9 +120,7 @@ def test_line_split_inside_a_multibyte_character_is_reassembled():
 
 _PIECES = st.one_of(
     st.binary(max_size=12),
-    st.sampled_from(
-        [b"\n", b"\r\n", b"\n\n", "€".encode(), "💰".encode(), b'{"coin":"BTC"}', b"\x00", b"\xff"]
-    ),
+    st.sampled_from([b"\n", b"\r\n", b"\n\n", "€".encode(), "💰".encode(), b'{"coin":"BTC"}', b"\x00", b"\xff"]),
 )
 _STREAMS = st.lists(_PIECES, max_size=40).map(b"".join)
 

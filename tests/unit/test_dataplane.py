@@ -35,8 +35,12 @@ def test_the_producer_is_idempotent_waits_forever_and_keeps_batches_below_the_li
 
 def test_security_settings_reach_librdkafka_without_empty_values(tmp_path):
     plane, _, _ = make(
-        tmp_path, KAFKA_SECURITY_PROTOCOL="SASL_SSL", KAFKA_SASL_MECHANISM="SCRAM-SHA-512",
-        KAFKA_SASL_USERNAME="u", KAFKA_SASL_PASSWORD="p", KAFKA_SSL_CAFILE="/ca.pem",
+        tmp_path,
+        KAFKA_SECURITY_PROTOCOL="SASL_SSL",
+        KAFKA_SASL_MECHANISM="SCRAM-SHA-512",
+        KAFKA_SASL_USERNAME="u",
+        KAFKA_SASL_PASSWORD="p",
+        KAFKA_SSL_CAFILE="/ca.pem",
     )
     config = plane._config()
     assert config["security.protocol"] == "sasl_ssl" and config["sasl.mechanism"] == "SCRAM-SHA-512"

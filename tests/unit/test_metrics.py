@@ -369,8 +369,12 @@ def test_lag_warn_threshold_is_exposed_for_alerts() -> None:
 
 @pytest.mark.parametrize(
     ("date", "hour", "utc"),
-    [("20260610", "9", (2026, 6, 10, 9)), ("20260610", "09", (2026, 6, 10, 9)), ("20261231", "23", (2026, 12, 31, 23)),
-     ("20240229", "0", (2024, 2, 29, 0))],
+    [
+        ("20260610", "9", (2026, 6, 10, 9)),
+        ("20260610", "09", (2026, 6, 10, 9)),
+        ("20261231", "23", (2026, 12, 31, 23)),
+        ("20240229", "0", (2024, 2, 29, 0)),
+    ],
 )
 def test_hour_start_is_the_utc_hour_the_file_is_named_for(date: str, hour: str, utc: tuple[int, ...]) -> None:
     assert hour_start_epoch(date, hour) == calendar.timegm((*utc, 0, 0))
@@ -415,9 +419,7 @@ def test_block_time_accepts_iso_variants(text: str) -> None:
     assert epoch_of(text) == calendar.timegm((2026, 6, 10, 12, 56, 15))
 
 
-@pytest.mark.parametrize(
-    "text", ["", "yesterday", "2026-13-10T12:56:15", "2026-06-10T25:00:00", "1781096175"]
-)
+@pytest.mark.parametrize("text", ["", "yesterday", "2026-13-10T12:56:15", "2026-06-10T25:00:00", "1781096175"])
 def test_block_time_returns_none_for_what_is_not_a_timestamp(text: str) -> None:
     assert epoch_of(text) is None
 

@@ -31,7 +31,9 @@ COINS = ["BTC", "ETH", "SOL", "LIT", "xyz:TSLA"]
 def line(n: int, block: int | None = None) -> bytes:
     """Line ``n``: its first bytes (a nanosecond local_time, as the node writes) differ from every other line's."""
     event = EVENT_OF[SPEC](COINS[n % len(COINS)])
-    return envelope([event], block_number=block if block is not None else 1000 + n // 3, n=n, local_time=f"2026-06-10T13:10:56.{n:09d}")
+    return envelope(
+        [event], block_number=block if block is not None else 1000 + n // 3, n=n, local_time=f"2026-06-10T13:10:56.{n:09d}"
+    )
 
 
 def hour_path(watch: Path, hour: int) -> Path:
@@ -64,7 +66,9 @@ def published(broker: FakeBroker, source: str | None = None) -> list[tuple[str, 
     return out
 
 
-def in_file_order_per_partition(broker: FakeBroker, *, first_deliveries_only: bool = False, late: set[bytes] = frozenset()) -> bool:
+def in_file_order_per_partition(
+    broker: FakeBroker, *, first_deliveries_only: bool = False, late: set[bytes] = frozenset()
+) -> bool:
     """Each partition holds its lines in file order (``first_deliveries_only``: ignoring repeats).
 
     Lines in ``late`` (appended to a file after the next one began) only have to be in order
@@ -129,7 +133,9 @@ async def test_two_hours_are_published_in_order_checkpointed_and_the_first_seale
     assert in_file_order_per_partition(broker)
     [manifest] = host.rotations
     assert (manifest.path, manifest.lines, manifest.size) == (
-        f"{SPEC.dir_name}/hourly/20260610/13", 25, hour_path(watch, 13).stat().st_size,
+        f"{SPEC.dir_name}/hourly/20260610/13",
+        25,
+        hour_path(watch, 13).stat().st_size,
     )
     assert manifest.offsets and seal_ranges_hold(broker, manifest)
     newest = host.checkpoints[f"{SPEC.dir_name}/hourly/20260610/14"]
@@ -334,7 +340,9 @@ class TailerModel(RuleBasedStateMachine):
     def append_late(self, data, count: int, cut: int | None) -> None:
         """Lines appended to an older file (sealed or not yet), completing its unterminated late
         line if it has one, and ending in an unterminated one when ``cut`` says so."""
-        older = [p for p in sorted(self.watch.rglob("*")) if p.is_file() and p != self.current and self.rel(p) not in self.truncated]
+        older = [
+            p for p in sorted(self.watch.rglob("*")) if p.is_file() and p != self.current and self.rel(p) not in self.truncated
+        ]
         if not older:
             return
         target = data.draw(st.sampled_from(older))
@@ -504,7 +512,11 @@ def rel(hour: int) -> str:
 
 
 def ids(broker: FakeBroker, source: str) -> list[str]:
-    return [r.header("line_id").decode() for r in sorted(broker.records(TOPIC), key=lambda r: int(r.header("offset"))) if r.header("source").decode() == source]
+    return [
+        r.header("line_id").decode()
+        for r in sorted(broker.records(TOPIC), key=lambda r: int(r.header("offset")))
+        if r.header("source").decode() == source
+    ]
 
 
 async def sealed_pair(watch, host, broker, first: list[bytes], second: list[bytes], **env) -> TableTailer:
@@ -525,10 +537,20 @@ async def test_lines_appended_after_the_seal_are_published_with_the_files_own_id
     await tailer.tick()
     tag = "|late-20260610-13"
     assert ids(broker, rel(14)) == [f"{SPEC.dir_name}|7|2", f"{SPEC.dir_name}|8|0"]
-    assert ids(broker, rel(13)) == [f"{SPEC.dir_name}|7|0", f"{SPEC.dir_name}|7|1", f"{SPEC.dir_name}|7|2{tag}", f"{SPEC.dir_name}|9|0{tag}"]
+    assert ids(broker, rel(13)) == [
+        f"{SPEC.dir_name}|7|0",
+        f"{SPEC.dir_name}|7|1",
+        f"{SPEC.dir_name}|7|2{tag}",
+        f"{SPEC.dir_name}|9|0{tag}",
+    ]
     data = hour_path(watch, 13).read_bytes()
     revised = host.rotations[-1]
-    assert (revised.path, revised.revision, revised.size, revised.sha256) == (rel(13), 2, len(data), hashlib.sha256(data).hexdigest())
+    assert (revised.path, revised.revision, revised.size, revised.sha256) == (
+        rel(13),
+        2,
+        len(data),
+        hashlib.sha256(data).hexdigest(),
+    )
     assert (revised.lines, revised.dlq_lines, revised.block_range) == (4, 0, (7, 9))
     assert host.late_appends == [(rel(13), 2, sealed_size, len(data))]
     cursor = host.checkpoints[rel(13)]
@@ -590,7 +612,9 @@ async def test_a_reopened_file_does_not_hold_back_the_file_being_tailed(watch):
     assert host.checkpoints[rel(13)].stage is CursorStage.REOPENED and len(host.rotations) == 1
 
 
-@pytest.mark.parametrize(("rewrite", "reason"), [(lambda data: data[:-5], "truncated"), (lambda data: b'{"x":1}\n' + data, "replaced")])
+@pytest.mark.parametrize(
+    ("rewrite", "reason"), [(lambda data: data[:-5], "truncated"), (lambda data: b'{"x":1}\n' + data, "replaced")]
+)
 async def test_a_sealed_file_that_shrinks_or_changes_its_head_is_reported_and_never_read_again(watch, rewrite, reason):
     host, broker = FakeHost(), FakeBroker(PARTITIONS)
     tailer = await sealed_pair(watch, host, broker, [line(0), line(1)], [line(2)])

@@ -28,7 +28,13 @@ def test_a_node_snapshot_is_taken_too():
 
 @pytest.mark.parametrize(
     "path",
-    ["/elsewhere/" + REL, "node_fills_streaming/hourly/20260610/24", "notes.txt", "/data/hl", "periodic_abci_states/20260610/x.rmp"],
+    [
+        "/elsewhere/" + REL,
+        "node_fills_streaming/hourly/20260610/24",
+        "notes.txt",
+        "/data/hl",
+        "periodic_abci_states/20260610/x.rmp",
+    ],
 )
 def test_anything_else_is_refused_naming_the_path(path):
     with pytest.raises(ValueError, match=r"hour file|not below"):

@@ -86,9 +86,7 @@ def test_generate_then_replay_reproduce_the_corpus_in_the_target(app, tmp_path):
     }
     assert len(summary["bad_lines"]) == 2 * 20 // 7 + 2 * 5 // 7
     for f in summary["files"]:
-        assert (tmp_path / "watch" / f["relpath"]).read_bytes() == (
-            tmp_path / "corpus" / f["relpath"]
-        ).read_bytes()
+        assert (tmp_path / "watch" / f["relpath"]).read_bytes() == (tmp_path / "corpus" / f["relpath"]).read_bytes()
     assert "MB/s" in generated.output and "MB/s" in replayed.output
 
 
@@ -106,9 +104,7 @@ def test_verify_without_a_reachable_broker_exits_2_with_one_line(app, tmp_path):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound, never listening: connections are refused
 
-        result = run(
-            app, "verify", "--watch-dir", str(tmp_path), "--bootstrap", f"127.0.0.1:{port}", "--timeout", "1"
-        )
+        result = run(app, "verify", "--watch-dir", str(tmp_path), "--bootstrap", f"127.0.0.1:{port}", "--timeout", "1")
 
     assert result.exit_code == 2
     assert result.output.startswith("verify: error:") and result.output.count("\n") == 1

@@ -19,10 +19,7 @@ from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
 
 
 def book_line(block: int, *coins: str) -> bytes:
-    events = [
-        {"user": "0x1", "oid": 1, "coin": c, "side": "B", "px": "1.0", "raw_book_diff": "remove"}
-        for c in coins
-    ]
+    events = [{"user": "0x1", "oid": 1, "coin": c, "side": "B", "px": "1.0", "raw_book_diff": "remove"} for c in coins]
     return orjson.dumps(
         {
             "local_time": "2026-06-10T09:00:00.000000001",
@@ -46,9 +43,7 @@ def tree(tmp_path) -> Path:
     first = [book_line(100, "BTC"), book_line(100, "ETH", "SOL"), b"", book_line(101, "xyz:TSLA")]
     write(tmp_path, f"{BOOK_DIFFS}/hourly/20260610/9", b"\n".join(first) + b'\n{"local_time":"cut')
     second = [book_line(101, "BTC"), b"{not json", book_line(102, "BTC")]
-    write(
-        tmp_path, f"{BOOK_DIFFS}/hourly/20260610/10", b"\n".join(second) + b'\n{"local_time":"still growing'
-    )
+    write(tmp_path, f"{BOOK_DIFFS}/hourly/20260610/10", b"\n".join(second) + b'\n{"local_time":"still growing')
     return tmp_path
 
 
@@ -178,4 +173,7 @@ def test_symlinks_pipes_and_symlinked_date_dirs_are_not_hour_files(tree, tmp_pat
     (hourly / "20260610" / "11").symlink_to(hourly / "20260610" / "9")
     os.mkfifo(hourly / "20260610" / "12")
     (hourly / "20260611").symlink_to(hourly / "20260610", target_is_directory=True)
-    assert [f.relpath for f in hour_files(tree, BOOK_DIFFS)] == [f"{BOOK_DIFFS}/hourly/20260610/9", f"{BOOK_DIFFS}/hourly/20260610/10"]
+    assert [f.relpath for f in hour_files(tree, BOOK_DIFFS)] == [
+        f"{BOOK_DIFFS}/hourly/20260610/9",
+        f"{BOOK_DIFFS}/hourly/20260610/10",
+    ]

@@ -67,9 +67,7 @@ def test_hour_files_are_named_unpadded_across_a_day_boundary(tmp_path):
 
     for table in TABLES:
         names = sorted(
-            p.relative_to(tmp_path / table / "hourly").as_posix()
-            for p in (tmp_path / table).rglob("*")
-            if p.is_file()
+            p.relative_to(tmp_path / table / "hourly").as_posix() for p in (tmp_path / table).rglob("*") if p.is_file()
         )
         assert names == ["20260610/22", "20260610/23", "20260611/0", "20260611/1"]
 
@@ -90,9 +88,7 @@ def test_blocks_are_continuous_across_hours_and_each_has_one_block_time(tmp_path
 
     for table in TABLES:
         lines = [
-            line
-            for hour in ("20260610/22", "20260610/23", "20260611/0")
-            for line in lines_of(tmp_path / table / "hourly" / hour)
+            line for hour in ("20260610/22", "20260610/23", "20260611/0") for line in lines_of(tmp_path / table / "hourly" / hour)
         ]
         blocks = [line["block_number"] for line in lines]
         assert all(b - a in (0, 1) for a, b in itertools.pairwise(blocks))
@@ -157,9 +153,7 @@ def test_order_statuses_nest_an_order_and_sometimes_its_children(tmp_path):
             assert set(event) == {"time", "user", "status", "hash", "builder", "order"}
             assert event["time"] == line["block_time"]
             order = event["order"]
-            assert {"coin", "side", "limitPx", "sz", "oid", "timestamp", "children", "tif", "cloid"} <= set(
-                order
-            )
+            assert {"coin", "side", "limitPx", "sz", "oid", "timestamp", "children", "tif", "cloid"} <= set(order)
             assert (order["tif"] is None) == order["orderType"].endswith("Market")
             with_children += bool(order["children"])
     assert with_children > 0

@@ -112,9 +112,7 @@ def published(files: list[ExpectedFile]) -> Observed:
             digest = value_digest(value) if value else entry.digest
             reason = "unterminated" if "unterminated" in entry.reasons else min(entry.reasons)
             observed.dlq.append(
-                DlqRecord(
-                    0, len(observed.dlq), f.table.encode(), f.relpath, entry.offset, reason, digest, entry.ref
-                )
+                DlqRecord(0, len(observed.dlq), f.table.encode(), f.relpath, entry.offset, reason, digest, entry.ref)
             )
         if f.finalized:
             key = f"{f.table}|{f.hour_file.date}|{f.hour_file.hour}".encode()
@@ -276,9 +274,7 @@ def test_a_message_matching_no_good_line_is_unexpected(files):
 
 def test_messages_for_files_outside_the_tree_fail_unless_other_sidecars_are_declared(files):
     observed = published(files)
-    observed.data.append(
-        DataRecord("book", 0, 50, b"BTC", f"{BOOK_DIFFS}/hourly/20250101/0", 0, None, value_digest(b""))
-    )
+    observed.data.append(DataRecord("book", 0, 50, b"BTC", f"{BOOK_DIFFS}/hourly/20250101/0", 0, None, value_digest(b"")))
 
     alone = reconcile(files, observed)
     shared = reconcile(files, observed, node="node-a")
@@ -384,9 +380,7 @@ def test_sealing_the_newest_file_is_unexpected(files):
 
 def test_seals_of_other_nodes_are_ignored_when_a_node_is_given(files):
     observed = published(files)
-    observed.seals.append(
-        dataclasses.replace(observed.seals[0], offset=9, value=seal_value(files[0], node="node-b"))
-    )
+    observed.seals.append(dataclasses.replace(observed.seals[0], offset=9, value=seal_value(files[0], node="node-b")))
 
     mixed = reconcile(files, observed)
     filtered = reconcile(files, observed, node="node-a")
@@ -449,7 +443,11 @@ def test_a_regression_gives_the_line_and_every_later_one_the_next_epoch(tmp_path
     write(tmp_path, NEWEST, [book_line(98, "BTC"), book_line(99, "BTC")])
     first, newest = read_tree(tmp_path)
     assert [line.line_id.split(b"|", 2)[2] for line in first.lines + newest.lines] == [
-        b"0", b"0|r1", b"1|r1", b"0|r2", b"0|r2",
+        b"0",
+        b"0|r1",
+        b"1|r1",
+        b"0|r2",
+        b"0|r2",
     ]
     assert (first.block_regressions, newest.block_regressions) == (1, 1)
 
@@ -458,7 +456,10 @@ def test_late_lines_continue_the_files_own_sequence_and_the_next_file_the_first_
     root, first_size = grown
     first, newest = read_tree(root, sealed_sizes={FIRST: [first_size, (root / FIRST).stat().st_size]})
     assert [line.line_id.decode() for line in first.lines] == [
-        f"{BOOK_DIFFS}|100|0", f"{BOOK_DIFFS}|100|1", f"{BOOK_DIFFS}|100|2{LATE}", f"{BOOK_DIFFS}|101|0{LATE}",
+        f"{BOOK_DIFFS}|100|0",
+        f"{BOOK_DIFFS}|100|1",
+        f"{BOOK_DIFFS}|100|2{LATE}",
+        f"{BOOK_DIFFS}|101|0{LATE}",
     ]
     assert [line.line_id.decode() for line in newest.lines] == [f"{BOOK_DIFFS}|100|2"]
     third = first.lines[2].offset
@@ -510,8 +511,20 @@ def test_a_missing_superseded_tail_is_a_missing_dlq_record(grown):
     [
         (lambda seals: seals[:1], "seal_wrong"),  # the latest revision is missing: revision 1 does not describe the file
         (lambda seals: seals + seals[:1], "seal_duplicate"),
-        (lambda seals: [seals[0], dataclasses.replace(seals[1], value=orjson.dumps({**orjson.loads(seals[1].value), "revision": 3}))], "seal_wrong"),
-        (lambda seals: [dataclasses.replace(seals[0], value=orjson.dumps({**orjson.loads(seals[0].value), "sha256": "0" * 64})), seals[1]], "seal_wrong"),
+        (
+            lambda seals: [
+                seals[0],
+                dataclasses.replace(seals[1], value=orjson.dumps({**orjson.loads(seals[1].value), "revision": 3})),
+            ],
+            "seal_wrong",
+        ),
+        (
+            lambda seals: [
+                dataclasses.replace(seals[0], value=orjson.dumps({**orjson.loads(seals[0].value), "sha256": "0" * 64})),
+                seals[1],
+            ],
+            "seal_wrong",
+        ),
     ],
     ids=["latest missing", "revision twice", "revision skipped", "earlier digest wrong"],
 )

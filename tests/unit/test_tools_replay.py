@@ -173,8 +173,7 @@ def test_corpus_files_are_ordered_by_date_and_hour_as_numbers(tmp_path):
     files = corpus_files(tmp_path)
 
     assert files[FILLS] == [
-        HourFile(FILLS, d, h)
-        for d, h in (("20260610", "9"), ("20260610", "10"), ("20260610", "23"), ("20260611", "0"))
+        HourFile(FILLS, d, h) for d, h in (("20260610", "9"), ("20260610", "10"), ("20260610", "23"), ("20260611", "0"))
     ]
     assert files[BOOK_DIFFS] == []
 

@@ -29,8 +29,12 @@ def test_default_contract_matches_the_platform_table():
 
 def test_each_topic_is_renamed_by_its_own_env_var():
     env = {
-        "TOPIC_BOOK_DIFFS": "a", "TOPIC_ORDER_STATUSES": "b", "TOPIC_FILLS": "c",
-        "TOPIC_SEALS": "d", "TOPIC_DLQ": "e", "TOPIC_SNAPSHOTS": "f",
+        "TOPIC_BOOK_DIFFS": "a",
+        "TOPIC_ORDER_STATUSES": "b",
+        "TOPIC_FILLS": "c",
+        "TOPIC_SEALS": "d",
+        "TOPIC_DLQ": "e",
+        "TOPIC_SNAPSHOTS": "f",
     }
 
     specs = load_contract(env=env)
@@ -56,9 +60,7 @@ def test_data_topics_and_dlq_take_an_8_mib_line_plus_framing():
     specs = load_contract(env={})
     limits = {s.role: int(s.config.get("max.message.bytes", 0)) for s in specs}
 
-    assert {role for role, limit in limits.items() if limit > EIGHT_MIB} == {
-        "book_diffs", "order_statuses", "fills", "dlq"
-    }
+    assert {role for role, limit in limits.items() if limit > EIGHT_MIB} == {"book_diffs", "order_statuses", "fills", "dlq"}
     assert producer_max_request_size(specs) == max(limits.values())
 
 

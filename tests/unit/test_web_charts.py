@@ -27,10 +27,7 @@ def polylines(svg: str) -> list[list[tuple[float, float]]]:
 
 def as_samples(points: list[tuple[float, float]], top: float) -> list[tuple[float, float]]:
     """Chart coordinates back to (seconds before now, value), by the mapping charts.py documents."""
-    return [
-        (SPAN - x / WIDTH * SPAN, (HEIGHT - PAD - y) / (HEIGHT - 2 * PAD) * top)
-        for x, y in points
-    ]
+    return [(SPAN - x / WIDTH * SPAN, (HEIGHT - PAD - y) / (HEIGHT - 2 * PAD) * top) for x, y in points]
 
 
 def test_the_polyline_follows_the_samples_in_time_and_value() -> None:

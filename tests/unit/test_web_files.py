@@ -77,7 +77,9 @@ def test_a_file_the_tailer_has_not_sized_yet_reports_its_cursor_size() -> None:
 
 
 def test_a_finished_file_has_no_lag_and_carries_its_seal_time_and_backup() -> None:
-    cursor = FileCursor(path=path("12"), byte_offset=900, size=900, stage=CursorStage.FINALIZED, finalized_at="2026-06-10T13:00:04.000Z")
+    cursor = FileCursor(
+        path=path("12"), byte_offset=900, size=900, stage=CursorStage.FINALIZED, finalized_at="2026-06-10T13:00:04.000Z"
+    )
     seals = {cursor.path: {"path": cursor.path, "sealed_at": "2026-06-10T13:00:05.000Z"}}
     backups = {cursor.path: {"status": "ok", "sink": "local", "attempts": 1, "ref": "/b/x", "sha256": "ab", "at": "t"}}
 
@@ -130,7 +132,9 @@ def test_a_seal_and_a_backup_of_an_earlier_revision_leave_the_new_revision_final
     earlier = {"revision": 1, "sealed_at": "x"}
     [status] = file_statuses({path("12"): cursor}, {}, {path("12"): earlier}, {path("12"): {"status": "ok", "revision": 1}})
     assert (status.state, status.revision) == (FileState.FINALIZED.value, 2)
-    [status] = file_statuses({path("12"): cursor}, {}, {path("12"): {"revision": 2}}, {path("12"): {"status": "ok", "revision": 1}})
+    [status] = file_statuses(
+        {path("12"): cursor}, {}, {path("12"): {"revision": 2}}, {path("12"): {"status": "ok", "revision": 1}}
+    )
     assert status.state == FileState.SEALED.value
 
 

@@ -14,8 +14,16 @@ FILLS = "node_fills_streaming"
 
 def table(**overrides) -> TableStatus:
     fields = {
-        "table": FILLS, "topic": "hyperliquid.fills", "current_file": f"{FILLS}/hourly/20260610/13", "current_state": "tailing",
-        "lag_bytes": 2048, "held_bytes": 17, "publish_lag_s": 4.25, "lines_per_s": 1234.4, "lines_published": 98765, "files": 3,
+        "table": FILLS,
+        "topic": "hyperliquid.fills",
+        "current_file": f"{FILLS}/hourly/20260610/13",
+        "current_state": "tailing",
+        "lag_bytes": 2048,
+        "held_bytes": 17,
+        "publish_lag_s": 4.25,
+        "lines_per_s": 1234.4,
+        "lines_published": 98765,
+        "files": 3,
         "dlq": {"blank": 2},
     }
     fields.update(overrides)
@@ -24,13 +32,35 @@ def table(**overrides) -> TableStatus:
 
 def status(**overrides) -> SidecarStatus:
     fields = {
-        "node": "node-a", "app_id": "hyperdata-sidecar-node-a", "now": 1_781_100_000.0, "started_at": 1_781_099_000.0,
-        "ready": True, "not_ready": [], "broker_connected": True, "tables": [table()],
-        "seals": [{"path": f"{FILLS}/hourly/20260610/12", "sealed_at": "2026-06-10T13:00:05.120Z", "lines": 4321,
-                "dlq_lines": 0, "size": 3_000_000, "block_range": [10, 20]}],
-        "backups": [{"path": f"{FILLS}/hourly/20260610/12", "status": "failed", "reason": "io_error", "attempts": 2,
-                  "at": "2026-06-10T13:00:06.000Z"}],
-        "problems": [], "config": {"watch_dir": "/watch"},
+        "node": "node-a",
+        "app_id": "hyperdata-sidecar-node-a",
+        "now": 1_781_100_000.0,
+        "started_at": 1_781_099_000.0,
+        "ready": True,
+        "not_ready": [],
+        "broker_connected": True,
+        "tables": [table()],
+        "seals": [
+            {
+                "path": f"{FILLS}/hourly/20260610/12",
+                "sealed_at": "2026-06-10T13:00:05.120Z",
+                "lines": 4321,
+                "dlq_lines": 0,
+                "size": 3_000_000,
+                "block_range": [10, 20],
+            }
+        ],
+        "backups": [
+            {
+                "path": f"{FILLS}/hourly/20260610/12",
+                "status": "failed",
+                "reason": "io_error",
+                "attempts": 2,
+                "at": "2026-06-10T13:00:06.000Z",
+            }
+        ],
+        "problems": [],
+        "config": {"watch_dir": "/watch"},
     }
     fields.update(overrides)
     return SidecarStatus(**fields)
@@ -79,7 +109,11 @@ def test_page_shows_last_seals_and_backups_with_failure_reason() -> None:
 
 def test_page_lists_problems_and_says_not_ready() -> None:
     page = render_page(
-        status(ready=False, broker_connected=False, problems=[Problem("error", "broker unreachable (k:9092)"), Problem("warning", "lag")])
+        status(
+            ready=False,
+            broker_connected=False,
+            problems=[Problem("error", "broker unreachable (k:9092)"), Problem("warning", "lag")],
+        )
     )
     text = " ".join(visible(page).text)
 
@@ -111,8 +145,14 @@ def test_files_carry_their_full_path_as_a_tooltip() -> None:
 def test_every_value_is_escaped() -> None:
     evil = '<img src=x onerror="alert(1)">'
     page = render_page(
-        status(node=evil, problems=[Problem(evil, evil)], tables=[table(current_file=evil, topic=evil)], config={"k": evil},
-               seals=[{"path": evil, "sealed_at": evil}], backups=[{"path": evil, "status": evil}])
+        status(
+            node=evil,
+            problems=[Problem(evil, evil)],
+            tables=[table(current_file=evil, topic=evil)],
+            config={"k": evil},
+            seals=[{"path": evil, "sealed_at": evil}],
+            backups=[{"path": evil, "status": evil}],
+        )
     )
     parsed = visible(page)
 
@@ -129,8 +169,10 @@ def test_page_refreshes_itself_with_inline_script_and_no_external_assets() -> No
 
 def test_page_charts_each_tables_last_hour_with_its_latest_and_largest_values() -> None:
     now = status().now
-    fills = table(lines_per_s_history=[(now - 30, 10.0), (now - 15, 1234.0), (now, 500.0)],
-                  publish_lag_history=[(now - 30, None), (now - 15, 9.5), (now, 4.25)])
+    fills = table(
+        lines_per_s_history=[(now - 30, 10.0), (now - 15, 1234.0), (now, 500.0)],
+        publish_lag_history=[(now - 30, None), (now - 15, 9.5), (now, 4.25)],
+    )
     page = render_page(status(tables=[fills, table(table="node_raw_book_diffs_streaming")]))
     parsed = visible(page)
     text = " ".join(parsed.text)

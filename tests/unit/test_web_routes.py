@@ -40,7 +40,9 @@ def make_app(tmp_path: Path, app: faust.App | None = None, **env: str) -> tuple[
         }
     )
     if app is None:
-        app = faust.App("unit-web", broker="kafka://127.0.0.1:9", store="rocksdb://", datadir=str(tmp_path / "data"), autodiscover=False)
+        app = faust.App(
+            "unit-web", broker="kafka://127.0.0.1:9", store="rocksdb://", datadir=str(tmp_path / "data"), autodiscover=False
+        )
     return app, install(app, settings)
 
 
@@ -62,7 +64,9 @@ def run_as_started(sidecar: Sidecar, stored: dict[str, dict[str, FileCursor]]) -
     """Put the sidecar in the state its runtime reaches after recovery: tailers built, producer connected."""
     sidecar.dataplane.partitions = dict.fromkeys(sidecar.settings.contract_topics(), 3)
     for spec in TABLES:
-        sidecar.tailers[spec.dir_name] = TableTailer(spec, sidecar.settings, sidecar, sidecar.dataplane, stored.get(spec.dir_name, {}))
+        sidecar.tailers[spec.dir_name] = TableTailer(
+            spec, sidecar.settings, sidecar, sidecar.dataplane, stored.get(spec.dir_name, {})
+        )
     for phase in (Phase.CONNECTING, Phase.SYNCING, Phase.RUNNING):
         sidecar.lifecycle.move(phase)
     sidecar.broker_connected = True
@@ -175,11 +179,16 @@ async def test_the_gauges_report_the_age_of_the_oldest_finalized_file_without_a_
 async def test_the_gauges_report_since_when_the_oldest_hour_not_skipped_lacks_a_seal(served) -> None:
     sidecar, client = served
     skipped, finalized, tailing = (f"{FILLS}/hourly/20260610/{h}" for h in (10, 11, 12))
-    run_as_started(sidecar, {FILLS: {
-        skipped: FileCursor(path=skipped, stage=CursorStage.SKIPPED),
-        finalized: FileCursor(path=finalized, stage=CursorStage.FINALIZED, finalized_at=iso_utc(time.time())),
-        tailing: FileCursor(path=tailing),
-    }})
+    run_as_started(
+        sidecar,
+        {
+            FILLS: {
+                skipped: FileCursor(path=skipped, stage=CursorStage.SKIPPED),
+                finalized: FileCursor(path=finalized, stage=CursorStage.FINALIZED, finalized_at=iso_utc(time.time())),
+                tailing: FileCursor(path=tailing),
+            }
+        },
+    )
     end_of_11 = calendar.timegm((2026, 6, 10, 12, 0, 0))
     before = time.time()
     refresh_state(sidecar)
@@ -188,7 +197,10 @@ async def test_the_gauges_report_since_when_the_oldest_hour_not_skipped_lacks_a_
     age = float(re.search(rf'oldest_unsealed_hour_age_seconds{{table="{FILLS}"}} (\S+)', text).group(1))
 
     assert before - end_of_11 <= age <= after - end_of_11
-    assert float(re.search(r"^hyperdata_sidecar_lag_warn_bytes (\S+)$", text, re.MULTILINE).group(1)) == sidecar.settings.lag_warn_bytes
+    assert (
+        float(re.search(r"^hyperdata_sidecar_lag_warn_bytes (\S+)$", text, re.MULTILINE).group(1))
+        == sidecar.settings.lag_warn_bytes
+    )
 
 
 # ---------------------------------------------------------------------- JSON views
@@ -236,14 +248,27 @@ async def test_seals_view_is_empty_and_bounded_by_a_valid_limit(served) -> None:
     assert bad.status == 400
 
 
-async def test_snapshots_view_lists_published_events_newest_first_with_their_backup_and_those_waiting(served, monkeypatch) -> None:
+async def test_snapshots_view_lists_published_events_newest_first_with_their_backup_and_those_waiting(
+    served, monkeypatch
+) -> None:
     sidecar, client = served
     run_as_started(sidecar, {})
     older, newer = "periodic_abci_states/20260610/100.rmp", "periodic_abci_states/20260610/200.rmp"
-    monkeypatch.setattr(sidecar, "snapshots", {
-        older: {"height": 100, "path": older, "size": 5, "sha256": "a" * 64, "offsets": {}},
-        newer: {"height": 200, "path": newer, "size": 6, "sha256": "b" * 64, "offsets": {}, "partial": ["node_fills_streaming"]},
-    })
+    monkeypatch.setattr(
+        sidecar,
+        "snapshots",
+        {
+            older: {"height": 100, "path": older, "size": 5, "sha256": "a" * 64, "offsets": {}},
+            newer: {
+                "height": 200,
+                "path": newer,
+                "size": 6,
+                "sha256": "b" * 64,
+                "offsets": {},
+                "partial": ["node_fills_streaming"],
+            },
+        },
+    )
     monkeypatch.setattr(sidecar, "backups", {older: {"status": "ok"}})
     watch = sidecar.settings.watch_dir / "periodic_abci_states" / "20260611"
     watch.mkdir(parents=True)
@@ -309,8 +334,11 @@ async def test_status_page_is_also_served_under_sidecar_for_hosts_that_own_the_r
 
 async def test_no_secret_reaches_the_page_or_the_status_json(tmp_path: Path) -> None:
     app, sidecar = make_app(
-        tmp_path, KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT", KAFKA_SASL_MECHANISM="PLAIN",
-        KAFKA_SASL_USERNAME="svc", KAFKA_SASL_PASSWORD=SECRET,
+        tmp_path,
+        KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT",
+        KAFKA_SASL_MECHANISM="PLAIN",
+        KAFKA_SASL_USERNAME="svc",
+        KAFKA_SASL_PASSWORD=SECRET,
     )
     app.web.init_server()
     async with TestClient(TestServer(app.web.web_app)) as client:

@@ -35,7 +35,11 @@ def test_table_status_follows_the_current_file_and_counts_only_its_own_files() -
     status = fills_status(files)
 
     assert (status.current_file, status.current_state, status.lag_bytes, status.held_bytes, status.files) == (
-        path("13"), "tailing", 60, 60, 2,
+        path("13"),
+        "tailing",
+        60,
+        60,
+        2,
     )
 
 
@@ -53,8 +57,11 @@ def test_a_healthy_sidecar_has_no_problems() -> None:
 
 def test_not_ready_reasons_are_the_first_errors_and_lags_come_last_as_warnings() -> None:
     found = problems(
-        not_ready=["broker unreachable (k:9092)"], tables=[fills_status([], dlq={"blank": 1}, publish_lag_s=31.0)],
-        files=[], thresholds=THRESHOLDS, now=NOW,
+        not_ready=["broker unreachable (k:9092)"],
+        tables=[fills_status([], dlq={"blank": 1}, publish_lag_s=31.0)],
+        files=[],
+        thresholds=THRESHOLDS,
+        now=NOW,
     )
 
     assert [p.level for p in found] == ["error", "error", "warning"]
@@ -91,8 +98,11 @@ def test_a_failed_backup_and_a_long_unsealed_file_are_problems_but_a_fresh_one_i
 
 def test_dlq_lines_are_one_problem_per_table_with_counts_by_reason() -> None:
     found = problems(
-        not_ready=[], tables=[fills_status([], dlq={"malformed": 2, "blank": 1, "no_coin": 0})], files=[],
-        thresholds=THRESHOLDS, now=NOW,
+        not_ready=[],
+        tables=[fills_status([], dlq={"malformed": 2, "blank": 1, "no_coin": 0})],
+        files=[],
+        thresholds=THRESHOLDS,
+        now=NOW,
     )
 
     assert found == [Problem("error", f"{FILLS}: 3 line(s) sent to the DLQ (blank 1, malformed 2)")]
@@ -100,19 +110,32 @@ def test_dlq_lines_are_one_problem_per_table_with_counts_by_reason() -> None:
 
 def test_late_appends_and_rewritten_sealed_files_are_errors_and_regressions_a_warning_per_table() -> None:
     found = problems(
-        not_ready=[], tables=[], files=[], thresholds=THRESHOLDS, now=NOW,
+        not_ready=[],
+        tables=[],
+        files=[],
+        thresholds=THRESHOLDS,
+        now=NOW,
         late_appends=[{"path": path("12"), "revision": 2, "sealed_size": 900, "size": 1_000}],
         rewritten=[{"path": path("11"), "reason": "truncated", "sealed_size": 900, "size": 10}],
         regressions={FILLS: {"count": 2, "path": path("13"), "offset": 4_096, "previous": 9, "block": 7, "epoch": 2}},
     )
 
     assert found == [
-        Problem("error", f"{path('12')}: grew from 900 to 1000 bytes after its seal; the late lines are published"
-                         " (line ids tagged |late-…) and sealed again as revision 2"),
-        Problem("error", f"{path('11')}: shrank after its seal (900 → 10 bytes); it is no longer read, and Kafka and its"
-                         " seal keep what was sealed"),
-        Problem("warning", f"{FILLS}: 2 block regression(s) since start, the last in {path('13')} at byte 4096"
-                           " (block 7 after 9); line ids now end in |r2"),
+        Problem(
+            "error",
+            f"{path('12')}: grew from 900 to 1000 bytes after its seal; the late lines are published"
+            " (line ids tagged |late-…) and sealed again as revision 2",
+        ),
+        Problem(
+            "error",
+            f"{path('11')}: shrank after its seal (900 → 10 bytes); it is no longer read, and Kafka and its"
+            " seal keep what was sealed",
+        ),
+        Problem(
+            "warning",
+            f"{FILLS}: 2 block regression(s) since start, the last in {path('13')} at byte 4096"
+            " (block 7 after 9); line ids now end in |r2",
+        ),
     ]
 
 
@@ -124,6 +147,9 @@ def test_a_parked_backup_is_an_error_that_says_how_to_try_again() -> None:
     found = problems(not_ready=[], tables=[], files=files, thresholds=THRESHOLDS, now=NOW)
 
     assert found == [
-        Problem("error", f"{path('12')}: backup parked after 20 failed tries (unsafe_path); it is tried again on the next"
-                         f" start, or now with: faust -A hyperdata_sidecar backup-retry {path('12')}"),
+        Problem(
+            "error",
+            f"{path('12')}: backup parked after 20 failed tries (unsafe_path); it is tried again on the next"
+            f" start, or now with: faust -A hyperdata_sidecar backup-retry {path('12')}",
+        ),
     ]

@@ -9,7 +9,15 @@ from hyperdata_sidecar.web.units import duration, hour_label, size, table_label
 
 @pytest.mark.parametrize(
     ("nbytes", "text"),
-    [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (5 * 2**20, "5.0 MiB"), (3 * 2**30, "3.0 GiB"), (2**41, "2.0 TiB")],
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1.0 KiB"),
+        (1536, "1.5 KiB"),
+        (5 * 2**20, "5.0 MiB"),
+        (3 * 2**30, "3.0 GiB"),
+        (2**41, "2.0 TiB"),
+    ],
 )
 def test_size_uses_binary_units(nbytes: int, text: str) -> None:
     assert size(nbytes) == text
