@@ -6,12 +6,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hyperdata_sidecar import snapshots
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.snapshots import SnapshotWatcher
@@ -174,3 +176,18 @@ async def test_the_age_metric_follows_the_newest_snapshot_seen(watch):
     await watcher(watch, host).tick()
     age = host.metrics.registry.get_sample_value("hyperdata_sidecar_snapshot_age_seconds")
     assert age is not None and age > 1_000_000
+
+
+async def test_snapshots_are_hashed_on_a_thread_of_lower_priority(watch, monkeypatch):
+    niceness = []
+
+    def record_priority(path, size):
+        niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return hashlib.sha256(path.read_bytes()[:size]).hexdigest()
+
+    monkeypatch.setattr(snapshots, "_sha256", record_priority)
+    write_snapshot(watch, "20260610", 100, b"x")
+    host = Host()
+    await watcher(watch, host).tick()
+    assert len(host.events) == 1
+    assert niceness == [min(os.getpriority(os.PRIO_PROCESS, 0) + snapshots.HASH_NICE, 19)]
