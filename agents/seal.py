@@ -16,10 +16,10 @@ from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING
 
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
 from hyperdata_sidecar.agents.rotations import manifests
+from hyperdata_sidecar.agents.topic import topic_values
 
 from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
@@ -52,32 +52,16 @@ class PublishedSeals:
             self._revisions[manifest.path] = max(self._revisions.get(manifest.path, 0), manifest.revision)
 
     async def _read_topic(self) -> dict[str, int]:
-        settings = self._sidecar.settings
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False, **settings.security.client_kwargs()
-        )
-        count = self._sidecar.dataplane.partitions[settings.topic_seals]
-        partitions = [TopicPartition(settings.topic_seals, p) for p in range(count)]
-        await consumer.start()
-        try:
-            consumer.assign(partitions)
-            for tp, offset in (await consumer.beginning_offsets(partitions)).items():
-                consumer.seek(tp, offset)
-            end = await consumer.end_offsets(partitions)
-            revisions: dict[str, int] = {}
-            while [tp for tp in partitions if await consumer.position(tp) < end[tp]]:
-                batches = await consumer.getmany(*partitions, timeout_ms=1000)
-                for records in batches.values():
-                    for record in records:
-                        try:
-                            seal = SealManifest.from_json(record.value)
-                        except ValueError:
-                            continue
-                        if seal.node == settings.node_id:
-                            revisions[seal.path] = max(revisions.get(seal.path, 0), seal.revision)
-            return revisions
-        finally:
-            await consumer.stop()
+        node = self._sidecar.settings.node_id
+        revisions: dict[str, int] = {}
+        for value in await topic_values(self._sidecar, self._sidecar.settings.topic_seals):
+            try:
+                seal = SealManifest.from_json(value)
+            except ValueError:
+                continue
+            if seal.node == node:
+                revisions[seal.path] = max(revisions.get(seal.path, 0), seal.revision)
+        return revisions
 
 
 async def seal(sidecar: AgentHost, published: PublishedSeals, manifest: SealManifest) -> None:

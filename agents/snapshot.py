@@ -17,10 +17,10 @@ from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
 from hyperdata_sidecar.agents.backup import BackupWorker
+from hyperdata_sidecar.agents.topic import topic_values
 
 from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.snapshots import SnapshotBackup
@@ -51,31 +51,16 @@ class PublishedSnapshots:
             self._heights.add(height)
 
     async def _read_topic(self) -> set[int]:
-        settings = self._sidecar.settings
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False, **settings.security.client_kwargs()
-        )
-        count = self._sidecar.dataplane.partitions[settings.topic_snapshots]
-        partitions = [TopicPartition(settings.topic_snapshots, p) for p in range(count)]
-        await consumer.start()
-        try:
-            consumer.assign(partitions)
-            for tp, offset in (await consumer.beginning_offsets(partitions)).items():
-                consumer.seek(tp, offset)
-            end = await consumer.end_offsets(partitions)
-            heights: set[int] = set()
-            while [tp for tp in partitions if await consumer.position(tp) < end[tp]]:
-                for records in (await consumer.getmany(*partitions, timeout_ms=1000)).values():
-                    for record in records:
-                        try:
-                            event = orjson.loads(record.value)
-                            if event.get("node") == settings.node_id:
-                                heights.add(int(event["height"]))
-                        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
-                            continue
-            return heights
-        finally:
-            await consumer.stop()
+        node = self._sidecar.settings.node_id
+        heights: set[int] = set()
+        for value in await topic_values(self._sidecar, self._sidecar.settings.topic_snapshots):
+            try:
+                event = orjson.loads(value)
+                if event.get("node") == node:
+                    heights.add(int(event["height"]))
+            except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+                continue
+        return heights
 
 
 async def publish(sidecar: AgentHost, published: PublishedSnapshots, event: dict[str, Any]) -> bool:
