@@ -161,6 +161,22 @@ class DataPlane:
             return _not_connected
         return self._producer.produce
 
+    async def refresh_metadata(self, topic: str) -> str | None:
+        """Ask the broker for ``topic``'s metadata now, so the producer learns its partitions before
+        the next retry instead of at librdkafka's periodic refresh (``topic.metadata.refresh.interval.ms``,
+        5 minutes): a topic deleted and created again is written as soon as it exists. The error, or None."""
+        producer = self._producer
+        if producer is None:
+            return "the data plane is not connected"
+        try:
+            metadata = await asyncio.to_thread(producer.list_topics, topic, METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            return exc.args[0].str() if exc.args else str(exc)
+        found = metadata.topics.get(topic)
+        if found is not None and found.error is not None:
+            return str(found.error.str())
+        return None
+
     def outstanding(self) -> int:
         """Records queued or in flight, plus reports not yet served."""
         return len(self._producer) if self._producer is not None else 0

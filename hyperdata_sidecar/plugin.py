@@ -233,6 +233,9 @@ class Sidecar:
         )
         self.log.error("sealed_file_rewritten", table=table, path=path, reason=reason, sealed_size=sealed_size, size=size)
 
+    def state_problem(self) -> str | None:
+        return None
+
     def hold(self, table: str, reason: str | None) -> None:
         if reason is None:
             self.holds.pop(table, None)

@@ -28,6 +28,7 @@ from hyperdata_sidecar.core.snapshots import SNAPSHOT_DIR, SnapshotFile, is_comp
 from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.scanner import DatedTree
 
 HASH_SLICE = 8 * 1024 * 1024
 HASH_NICE = 10  # the hashing thread's nice value, above the worker's (Linux: a per-thread attribute)
@@ -71,10 +72,9 @@ class SnapshotWatcher:
     def __init__(self, settings: Settings, host: SnapshotHost, announced: set[str]) -> None:
         self.settings = settings
         self.host = host
-        self.root = settings.watch_dir / SNAPSHOT_DIR
+        self.tree = DatedTree(settings.watch_dir / SNAPSHOT_DIR, SNAPSHOT_DIR, host.log, ignored_event="snapshot_file_ignored")
         self.announced = set(announced)
         self.pending: dict[str, TrackedSnapshot] = {}
-        self._ignored: set[str] = set()
         self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-sha256", initializer=_lower_priority)
 
     def waiting(self) -> list[dict[str, Any]]:
@@ -106,33 +106,15 @@ class SnapshotWatcher:
 
     def _scan(self) -> dict[str, SnapshotFile]:
         found: dict[str, SnapshotFile] = {}
-        try:
-            dates = list(os.scandir(self.root))
-        except FileNotFoundError:
-            return found
-        for date in dates:
-            if not date.is_dir(follow_symlinks=False):
-                self._ignore(f"{SNAPSHOT_DIR}/{date.name}", "not a date directory")
-                continue
-            try:
-                entries = list(os.scandir(date.path))
-            except FileNotFoundError:
-                continue
-            for entry in entries:
-                relpath = f"{SNAPSHOT_DIR}/{date.name}/{entry.name}"
-                snapshot = SnapshotFile.parse(relpath)
-                if snapshot is None:
-                    self._ignore(relpath, "not named <YYYYMMDD>/<height>.rmp")
-                elif not entry.is_file(follow_symlinks=False):
-                    self._ignore(relpath, "not a regular file")
-                else:
-                    found[relpath] = snapshot
+        for relpath, entry in self.tree.entries():
+            snapshot = SnapshotFile.parse(relpath)
+            if snapshot is None:
+                self.tree.ignore(relpath, "not named <YYYYMMDD>/<height>.rmp")
+            elif not entry.is_file(follow_symlinks=False):
+                self.tree.ignore(relpath, "not a regular file")
+            else:
+                found[relpath] = snapshot
         return found
-
-    def _ignore(self, relpath: str, reason: str) -> None:
-        if relpath not in self._ignored:
-            self._ignored.add(relpath)
-            self.host.log.warning("snapshot_file_ignored", path=relpath, reason=reason)
 
     async def _advance(self, tracked: TrackedSnapshot) -> None:
         try:

@@ -176,6 +176,34 @@ class FileCursor:
             raise ValueError(f"{self.path}: a {self.stage.value} file cannot become {stage.value}")
         return replace(self, stage=stage, **changes)
 
+    def finalized(
+        self,
+        *,
+        size: int,
+        finalized_at: str,
+        sha256: str,
+        head: str,
+        unterminated_at: int | None,
+        writer_seq: tuple[int | None, int, int],
+    ) -> FileCursor:
+        """This cursor (tailing or reopened, everything before it delivered) as the file's next
+        revision, finalized at ``size``. The first revision fixes where the next hour file of the
+        table starts (``carry``: the writer's sequencer state ``writer_seq``); a later revision
+        (lines appended after the seal) leaves it where it was."""
+        carry = writer_seq if self.stage is CursorStage.TAILING else self.carry_state
+        return self.moved_to(
+            CursorStage.FINALIZED,
+            size=size,
+            finalized_at=finalized_at,
+            sha256=sha256,
+            head=head,
+            revision=self.revision + 1,
+            unterminated_at=unterminated_at,
+            carry_block=carry[0],
+            carry_next=carry[1],
+            carry_epoch=carry[2],
+        )
+
     def reopened(self) -> FileCursor:
         """The cursor of a sealed file that grew: publishing resumes where its last line starts if
         that line was unterminated (the late bytes complete it), else at its end."""

@@ -12,6 +12,7 @@ confluent-kafka's ``KafkaError`` has.
 
 from __future__ import annotations
 
+import builtins
 import enum
 from typing import Any, NamedTuple
 
@@ -49,6 +50,31 @@ def verdict(error: Any) -> Verdict:
     if error.name() in RECORD_ERRORS:
         return Verdict.REJECTED
     return Verdict.HOLD
+
+
+class Refusal(NamedTuple):
+    """The client refused to queue a record (``produce()`` raised), as a delivery error: the same
+    ``name()``, ``str()`` and ``fatal()`` as confluent-kafka's ``KafkaError``."""
+
+    error_name: builtins.str
+    detail: builtins.str
+
+    @classmethod
+    def of(cls, exc: BaseException) -> Any:
+        """The error behind ``exc``: the ``KafkaError`` a ``KafkaException`` carries, else a :class:`Refusal`."""
+        first = exc.args[0] if exc.args else None
+        if callable(getattr(first, "name", None)) and callable(getattr(first, "fatal", None)):
+            return first
+        return cls(type(exc).__name__, str(exc))
+
+    def name(self) -> builtins.str:
+        return self.error_name
+
+    def str(self) -> builtins.str:
+        return self.detail
+
+    def fatal(self) -> bool:
+        return False
 
 
 class Failure(NamedTuple):

@@ -62,6 +62,7 @@ class FakeBroker:
         self.refuse_topic: dict[str, int] = {}  # topic -> serve() calls that fail its records (UNKNOWN_TOPIC)
         self.max_value: int | None = None  # values longer than this fail with MSG_SIZE_TOO_LARGE
         self.client_refusals = 0  # produce() calls that raise a client error before queueing
+        self.metadata_refreshes: list[str] = []  # topics whose metadata the tailer asked for, in order
 
     def produce(self, topic, value, key, partition, callback, _alias, _timestamp, headers) -> None:
         if self.client_refusals:
@@ -96,6 +97,10 @@ class FakeBroker:
                 landed.append(record)
                 queued.callback(None, Delivered(record.topic, record.partition, len(landed) - 1))
 
+    async def refresh_metadata(self, topic: str) -> str | None:
+        self.metadata_refreshes.append(topic)
+        return None
+
     def lost_queue(self) -> None:
         """The process died: what librdkafka still held is gone."""
         self.queue.clear()
@@ -121,6 +126,11 @@ class FakeHost:
     regressions: list[tuple[str, Regression]] = field(default_factory=list)
     late_appends: list[tuple[str, int, int, int]] = field(default_factory=list)  # path, revision, sealed size, size
     rewritten: list[tuple[str, str]] = field(default_factory=list)  # path, reason
+
+    state_unwritable: str | None = None  # set by a test: the state store refuses writes
+
+    def state_problem(self) -> str | None:
+        return self.state_unwritable
 
     async def checkpoint(self, cursor: FileCursor) -> None:
         self.checkpoints[cursor.path] = cursor

@@ -1,0 +1,122 @@
+"""How a table's tailer waits on the producer: for delivery reports, for room in its queue, and
+through a hold while a topic cannot be written.
+
+Both ways records reach the producer (the first send, :meth:`RecordWriter.write`, and redelivery,
+:class:`~hyperdata_sidecar.redelivery.Redelivery`) go through :class:`PublishFlow`, so there is one
+answer to each of: the queue is full (``BufferError``: let reports come in, try again), the client
+refuses a record (hold the table: not ready, slow retries, the topic's metadata asked for again
+before each retry so a topic created again is written within one step), the worker stops (settle
+for at most STOP_GRACE_S, then give up without a checkpoint).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from hyperdata_sidecar.core.backoff import Backoff
+from hyperdata_sidecar.core.records import Record
+from hyperdata_sidecar.tailer_events import TailerEvents
+
+HOLD_BACKOFF_S = (2.0, 5.0)  # first and longest wait before records of a held topic are sent again
+ROOM_WAIT_S = 0.01  # the producer's queue is full: wait this long for reports, then try again
+STOP_GRACE_S = 5.0  # on shutdown, how long cycles in flight may take to be reported
+
+
+class Abandoned(Exception):
+    """The worker is stopping (or the producer failed for good); cycles in flight were not checkpointed."""
+
+
+class Publisher(Protocol):
+    """What a tailer needs of the data plane (:class:`~hyperdata_sidecar.dataplane.DataPlane`)."""
+
+    partitions: Mapping[str, int]
+
+    @property
+    def produce(self) -> Callable[..., None]:
+        """confluent-kafka's ``Producer.produce``."""
+
+    async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until ``predicate()`` holds, checked after every served report; False on timeout."""
+
+    async def refresh_metadata(self, topic: str) -> str | None:
+        """Ask the broker for ``topic``'s metadata now (its partitions); the error, or None."""
+
+
+class PublishFlow:
+    """One table's waits on the producer. ``stopping`` and ``pause`` are the shell's: a flag set
+    when the worker stops, and a sleep that wakes early then (False when it did)."""
+
+    def __init__(
+        self,
+        publisher: Publisher,
+        events: TailerEvents,
+        *,
+        stopping: Callable[[], bool],
+        pause: Callable[[float], Awaitable[bool]],
+    ) -> None:
+        self.publisher = publisher
+        self.events = events
+        self.stopping = stopping
+        self.pause = pause
+        self._stop_deadline: float | None = None
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        """Wait for ``predicate`` (delivery reports); once the worker stops, for at most STOP_GRACE_S
+        in all, then raise :class:`Abandoned`."""
+        while not predicate():
+            if self.stopping():
+                if self._stop_deadline is None:
+                    self._stop_deadline = time.monotonic() + STOP_GRACE_S
+                left = self._stop_deadline - time.monotonic()
+                if left <= 0:
+                    raise Abandoned()
+                await self.publisher.until(predicate, timeout=left)
+            else:
+                await self.publisher.until(predicate, timeout=1.0)
+
+    async def wait_for_room(self) -> None:
+        """The producer's queue is full: let delivery reports come in for a moment."""
+        if self.stopping():
+            raise Abandoned()
+        await self.publisher.until(_never, timeout=ROOM_WAIT_S)
+
+    async def produce(self, record: Record, on_delivery: Callable[[Any, Any], None]) -> BaseException | None:
+        """Hand one record to the producer, waiting while its queue is full; the exception if the
+        client refuses it (nothing was queued then)."""
+        while True:
+            try:
+                self.publisher.produce(
+                    record.topic, record.value, record.key, record.partition, on_delivery, None, 0, record.headers
+                )
+                return None
+            except BufferError:
+                await self.wait_for_room()
+            except Exception as exc:  # noqa: BLE001 - any refusal of the client is the caller's to judge
+                return exc
+
+    @staticmethod
+    def backoff() -> Backoff:
+        """The back-off of one hold."""
+        return Backoff(*HOLD_BACKOFF_S)
+
+    async def hold(self, backoff: Backoff, topics: tuple[str, ...], reason: str, *, records: int | None = None) -> None:
+        """``topics`` cannot all be written now: hold the table (not ready, ``reason``), wait the next
+        step of ``backoff``, then ask for their metadata so the retry sees them as the broker has them now."""
+        self.events.held(reason, retry_in_s=backoff.delay, records=records)
+        if not await backoff.wait(self.pause):
+            raise Abandoned()
+        for topic in topics:
+            error = await self.publisher.refresh_metadata(topic)
+            if error is not None:
+                self.events.metadata_refresh_failed(topic, error)
+
+    def release(self, backoff: Backoff) -> None:
+        """The hold that ``backoff`` paced is over (nothing when it never waited)."""
+        if backoff.tries:
+            self.events.released()
+
+
+def _never() -> bool:
+    return False

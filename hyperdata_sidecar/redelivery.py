@@ -1,0 +1,128 @@
+"""Redelivery: the rare path after a failed delivery report. Rebuild, resend or dead-letter.
+
+When a cycle's reports include failures, the window stops: every cycle in it settles, the records
+behind the failures are rebuilt from the file (the same bytes and start state give the same
+records), and each is dealt with by its :class:`~hyperdata_sidecar.core.delivery.Verdict`:
+
+- ``rejected`` (the broker refuses this record for good): its ``rejected`` dead letter replaces it,
+  and the line counts as a DLQ line in the cursors of the window;
+- ``hold`` (the topic cannot be written now: missing, not authorized, partitions unknown): the table
+  is held and the record is sent again after a back-off, as is a dead letter that cannot be written;
+- ``fatal``: the worker stops (a restart resumes from the checkpoint).
+
+A record the client refuses when it is sent again (``produce()`` raises: e.g. ``_UNKNOWN_PARTITION``
+while the topic has fewer partitions than the contract) stays failed with that refusal, judged the
+same way. This is the only place outside the hot loop that hands records to the producer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from hyperdata_sidecar.core.delivery import Deliveries, Refusal, Verdict, verdict
+from hyperdata_sidecar.core.records import Collector, Record, Tally, Topics
+from hyperdata_sidecar.core.window import Cycle, Window
+from hyperdata_sidecar.filetail import FileTail, TailFactory
+from hyperdata_sidecar.publishing import Abandoned, PublishFlow
+from hyperdata_sidecar.tailer_events import TailerEvents
+
+
+class FailedRecord(NamedTuple):
+    """A record whose delivery failed: the cycle it belongs to, what was produced, the error.
+    ``is_replacement``: the record is the dead letter that already replaced a refused one."""
+
+    cycle: Cycle
+    record: Record
+    error: Any
+    is_replacement: bool
+
+    def resent_as_is(self) -> bool:
+        """True when the record is sent again unchanged (rather than replaced by its dead letter)."""
+        return verdict(self.error) is Verdict.HOLD or self.is_replacement
+
+
+class Redelivery:
+    """Resolves the failed records of one table's window."""
+
+    def __init__(self, topics: Topics, factory: TailFactory, flow: PublishFlow, events: TailerEvents) -> None:
+        self.topics = topics
+        self.factory = factory
+        self.flow = flow
+        self.events = events
+
+    async def resolve(self, window: Window, tail: FileTail) -> None:
+        """Deal with every failed record of ``window`` (cycles of ``tail``), so that its cycles can
+        be committed in order. Nothing is read meanwhile: the file keeps its position."""
+        for cycle in window:
+            await self.flow.until(cycle.settled)
+        failed: list[FailedRecord] = []
+        for cycle in window:
+            if cycle.failed():
+                records = await self._rebuild(cycle, tail)
+                failed += [
+                    FailedRecord(cycle, records[(f.topic, f.partition)][f.position], f.error, False)
+                    for f in cycle.deliveries.failures()
+                ]
+            cycle.resolved = True
+        backoff = self.flow.backoff()
+        while failed:
+            if any(verdict(item.error) is Verdict.FATAL for item in failed):
+                raise Abandoned()  # the data plane stops the worker; a restart resumes from the checkpoint
+            resend = [item for item in failed if item.resent_as_is()]
+            if resend:
+                first = resend[0]
+                reason = f"{first.record.topic}: {first.error.name()} ({first.error.str()})"
+                await self.flow.hold(backoff, tuple({item.record.topic: None for item in resend}), reason, records=len(resend))
+            failed = await self._send(failed, window, tail)
+        self.flow.release(backoff)
+
+    async def _send(self, failed: list[FailedRecord], window: Window, tail: FileTail) -> list[FailedRecord]:
+        """Send each failed record again (or its dead letter); the ones that failed again."""
+        repairs, produced = Deliveries(), 0
+        sent: dict[tuple[str, int], list[FailedRecord]] = {}
+        refused: list[FailedRecord] = []
+        for item in failed:
+            replacing = not item.resent_as_is()
+            record = self._rejected(item, window, tail) if replacing else item.record
+            again = FailedRecord(item.cycle, record, None, item.is_replacement or replacing)
+            refusal = await self.flow.produce(record, _widening(repairs.callback(record.topic, record.partition), item.cycle))
+            if refusal is not None:
+                refused.append(again._replace(error=Refusal.of(refusal)))
+                continue
+            sent.setdefault((record.topic, record.partition), []).append(again)
+            produced += 1
+        self.events.records_resent(sum(1 for item in failed if item.resent_as_is()))
+        await self.flow.until(lambda: repairs.reported() == produced)
+        return [sent[(f.topic, f.partition)][f.position]._replace(error=f.error) for f in repairs.failures()] + refused
+
+    async def _rebuild(self, cycle: Cycle, tail: FileTail) -> dict[tuple[str, int], list[Record]]:
+        """The records ``cycle`` produced, by (topic, partition) in order, rebuilt from the file."""
+        collector = Collector()
+        writer = self.factory.writer(tail.hour, cycle.start, collector, late=bool(tail.writer.late_tag))
+        acks = collector.acks(self.topics.data_partitions)
+        if cycle.partial is not None:
+            writer.write_unterminated(cycle.partial, acks, Tally())
+        else:
+            data = await tail.reader.read_range(cycle.start.offset, cycle.end)
+            writer.write(self.factory.splitter(cycle.start.offset).feed(data), acks, Tally())
+        return collector.groups
+
+    def _rejected(self, item: FailedRecord, window: Window, tail: FileTail) -> Record:
+        """The dead letter for a record the broker refused for good; counts, logs and reports it."""
+        record, error = item.record, item.error
+        if record.topic == self.topics.data:
+            window.rejected(item.cycle)
+        self.events.record_rejected(record, tail.path, error.name(), error.str())
+        return tail.writer.rejection(record, error.name(), error.str())
+
+
+def _widening(report: Callable[[Any, Any], None], cycle: Cycle) -> Callable[[Any, Any], None]:
+    """``report``, and a record sent again that is delivered counts among ``cycle``'s offsets."""
+
+    def on_delivery(error: Any, message: Any) -> None:
+        report(error, message)
+        if error is None:
+            cycle.deliveries.widen(message.topic(), message.partition(), message.offset())
+
+    return on_delivery
