@@ -82,14 +82,15 @@ class Redelivery:
         repairs, produced = Deliveries(), 0
         sent: dict[tuple[str, int], list[FailedRecord]] = {}
         refused: list[FailedRecord] = []
-        for item in failed:
+        for index, item in enumerate(failed):
             replacing = not item.resent_as_is()
             record = self._rejected(item, window, tail) if replacing else item.record
             again = FailedRecord(item.cycle, record, None, item.is_replacement or replacing)
             refusal = await self.flow.produce(record, _widening(repairs.callback(record.topic, record.partition), item.cycle))
             if refusal is not None:
-                refused.append(again._replace(error=Refusal.of(refusal)))
-                continue
+                # The rest waits for the next round, unsent: a partition's records stay in file order.
+                refused = [again._replace(error=Refusal.of(refusal)), *failed[index + 1 :]]
+                break
             sent.setdefault((record.topic, record.partition), []).append(again)
             produced += 1
         self.events.records_resent(sum(1 for item in failed if item.resent_as_is()))
