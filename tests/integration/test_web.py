@@ -624,8 +624,14 @@ def status_with_long_names() -> SidecarStatus:
     ]
     hour_files = [f"{spec.dir_name}/hourly/20260610/{hour}" for spec in TABLES for hour in (21, 22, 23)]
     seals = [
-        {"sealed_at": "2026-06-10T23:00:03.120Z", "path": path, "lines": 84_512_345, "dlq_lines": 12_345,
-         "size": 52_123_456_789, "block_range": [1030140001, 1030196121]}
+        {
+            "sealed_at": "2026-06-10T23:00:03.120Z",
+            "path": path,
+            "lines": 84_512_345,
+            "dlq_lines": 12_345,
+            "size": 52_123_456_789,
+            "block_range": [1030140001, 1030196121],
+        }
         for path in hour_files
     ]
     backups = [
@@ -633,8 +639,14 @@ def status_with_long_names() -> SidecarStatus:
         for path in SNAPSHOT_PATHS + hour_files
     ]
     snapshots = [
-        {"height": 1030140000 + n, "published_at": "2026-06-10T23:00:05.120Z", "size": 1_312_345_678,
-         "sha256": "c0" * 32, "partial": [spec.dir_name for spec in TABLES], "backup": "parked"}
+        {
+            "height": 1030140000 + n,
+            "published_at": "2026-06-10T23:00:05.120Z",
+            "size": 1_312_345_678,
+            "sha256": "c0" * 32,
+            "partial": [spec.dir_name for spec in TABLES],
+            "backup": "parked",
+        }
         for n in range(5)
     ]
     return SidecarStatus(

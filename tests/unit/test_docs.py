@@ -90,9 +90,7 @@ def listed_events() -> list[str]:
 
 def alert_table() -> dict[str, tuple[str, str]]:
     """operations.md's alert table: alert → (link anchor, severity)."""
-    rows = re.findall(
-        r"^\| \[(\w+)\]\(#([\w-]+)\) \| (\w+) \|", section(OPERATIONS, "## 6. Load the alerts"), flags=re.MULTILINE
-    )
+    rows = re.findall(r"^\| \[(\w+)\]\(#([\w-]+)\) \| (\w+) \|", section(OPERATIONS, "## 6. Load the alerts"), flags=re.MULTILINE)
     return {name: (anchor, severity) for name, anchor, severity in rows}
 
 
@@ -155,7 +153,11 @@ def test_every_alert_in_the_table_is_an_alerting_rule() -> None:
 def test_the_alert_table_gives_each_alert_the_severity_of_its_rule() -> None:
     rules = alert_rules()
 
-    wrong = {name: (severity, rules[name][0]) for name, (_anchor, severity) in alert_table().items() if name in rules and severity != rules[name][0]}
+    wrong = {
+        name: (severity, rules[name][0])
+        for name, (_anchor, severity) in alert_table().items()
+        if name in rules and severity != rules[name][0]
+    }
 
     assert wrong == {}
 
