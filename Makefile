@@ -1,5 +1,5 @@
 # The project's commands. `make test` is what CI runs (.ci/run), on a fresh clone with
-# Python 3.11+, Java 17+ and Maven: everything else (the venv, the Kafka jars) is made here.
+# Python 3.11 to 3.13, Java 17+ and Maven: everything else (the venv, the Kafka jars) is made here.
 
 PYTHON ?= python3
 VENV := .venv

@@ -19,6 +19,8 @@ from hyperdata_sidecar.web.units import duration, hour_label, size, table_label
 
 REFRESH_MS = 3000
 
+# Cells stay on one line, except names (paths, topics, lists) and badges, which wrap rather than
+# push a card wider than its screen; seals and backups sit side by side only where both fit.
 _STYLE = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f4f5f7;color:#1d2330}
 header{background:#1d2330;color:#fff;padding:10px 24px;display:flex;gap:12px;align-items:center;flex-wrap:wrap}
@@ -39,6 +41,8 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .level{display:inline-block;width:64px;font-size:11px;font-weight:700;text-transform:uppercase}
 .cols{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:14px}.cols section{margin-bottom:0}
 .path{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
+.path,.sub,.wrap{white-space:normal;overflow-wrap:anywhere}td .badge{white-space:normal}
+@media (max-width:1500px){.cols{grid-template-columns:minmax(0,1fr)}}
 .chart{display:block;background:#f8f9fb}
 .chart polyline{fill:none;stroke:#2f6fd6;stroke-width:1.5;stroke-linejoin:round}.chart circle{fill:#2f6fd6}
 .chart .base{stroke:#dde1e8;stroke-width:1}
@@ -206,7 +210,7 @@ def _snapshots(snapshots: list[dict[str, Any]]) -> str:
                 _clock(s.get("published_at")),
                 size(s.get("size", 0)),
                 _e(str(s.get("sha256", ""))[:12]),
-                _e(", ".join(s.get("partial", [])) or "—"),
+                f'<span class="wrap">{_e(", ".join(s.get("partial", [])) or "—")}</span>',
                 _e(s.get("backup", "")),
             ],
             numeric=numeric,

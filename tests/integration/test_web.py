@@ -583,3 +583,95 @@ async def test_status_page_says_when_a_refresh_fails_and_keeps_the_last_data(tmp
 
     assert "node first-load" in dom
     assert 'id="stale" class="badge warn" style="display: inline-block;"' in dom
+
+
+# Run in Chromium after the page loads: the window's width and, per card, how wide its content is
+# against how wide the card is, as JSON in <pre id="probe">.
+CARD_PROBE = """<script>
+addEventListener("load", function () {
+  var cards = Array.from(document.querySelectorAll("main section")).map(function (card) {
+    return {title: card.querySelector("h2").textContent, content: card.scrollWidth, card: card.clientWidth};
+  });
+  var probe = document.createElement("pre");
+  probe.id = "probe";
+  probe.textContent = JSON.stringify({window: innerWidth, page: document.documentElement.scrollWidth, cards: cards});
+  document.body.appendChild(probe);
+});
+</script>"""
+# Names as long as a real deployment makes them: prefixed topics, snapshot paths in the backups, a
+# snapshot that waited for every table, backups that failed with their reason.
+LONG_TOPIC_PREFIX = "prod-eu-west-1.node-fra-07."
+SNAPSHOT_PATHS = [f"periodic_abci_states/20260610/10301{n}0000.rmp" for n in range(40, 45)]
+
+
+def status_with_long_names() -> SidecarStatus:
+    now = 1_781_100_000.0
+    tables = [
+        TableStatus(
+            table=spec.dir_name,
+            topic=LONG_TOPIC_PREFIX + spec.default_topic,
+            current_file=f"{spec.dir_name}/hourly/20260610/23",
+            current_state="backup_parked",
+            lag_bytes=15_320_775_857,
+            held_bytes=8_388_608,
+            publish_lag_s=86_399.0,
+            lines_per_s=123_456.0,
+            lines_published=84_512_345_678,
+            files=144,
+            dlq={"malformed": 1_234_567},
+        )
+        for spec in TABLES
+    ]
+    hour_files = [f"{spec.dir_name}/hourly/20260610/{hour}" for spec in TABLES for hour in (21, 22, 23)]
+    seals = [
+        {
+            "sealed_at": "2026-06-10T23:00:03.120Z",
+            "path": path,
+            "lines": 84_512_345,
+            "dlq_lines": 12_345,
+            "size": 52_123_456_789,
+            "block_range": [1030140001, 1030196121],
+        }
+        for path in hour_files
+    ]
+    backups = [
+        {"at": "2026-06-10T23:00:04.120Z", "path": path, "status": "failed", "reason": "hash_mismatch", "attempts": 20}
+        for path in SNAPSHOT_PATHS + hour_files
+    ]
+    snapshots = [
+        {
+            "height": 1030140000 + n,
+            "published_at": "2026-06-10T23:00:05.120Z",
+            "size": 1_312_345_678,
+            "sha256": "c0" * 32,
+            "partial": [spec.dir_name for spec in TABLES],
+            "backup": "parked",
+        }
+        for n in range(5)
+    ]
+    return SidecarStatus(
+        node="node-fra-07.example.internal",
+        app_id="hyperdata-sidecar-node-fra-07.example.internal",
+        now=now,
+        started_at=now - 86_400,
+        ready=False,
+        not_ready=["waiting for Kafka"],
+        broker_connected=False,
+        tables=tables,
+        seals=seals,
+        backups=backups,
+        problems=[],
+        snapshots=snapshots,
+    )
+
+
+async def test_no_card_overflows_at_1280_px_with_long_names(tmp_path: Path) -> None:
+    page = render_page(status_with_long_names())
+
+    dom = await browse(tmp_path, [(200, page.replace("</body>", CARD_PROBE + "</body>"))])
+
+    layout = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.DOTALL).group(1)))
+    assert layout["window"] == 1280
+    assert {card["title"] for card in layout["cards"]} >= {"Tables", "Last seals", "Last backups", "Last node snapshots"}
+    assert [card for card in layout["cards"] if card["content"] > card["card"]] == []
+    assert layout["page"] <= layout["window"]
