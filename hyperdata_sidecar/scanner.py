@@ -9,34 +9,28 @@ even at a backup. A missing root is waited for (the node may not have written th
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-
-from hyperdata_sidecar.logs import EventLog
 
 
 class DatedTree:
-    """One dated tree: ``root`` on disk, ``relroot`` its path under WATCH_DIR (for log lines and file
-    names). ``ignored_event`` names the log line of an entry passed over; ``missing_event``, when
-    given, the line logged once while the root does not exist (with the fields ``context``)."""
+    """One dated tree: ``root`` on disk, ``relroot`` its path under WATCH_DIR (for file names).
+    ``on_ignored(relpath, reason)`` is called once per entry passed over; ``on_missing(path)``, when
+    given, once each time the root is found missing after it was there (or at the first look)."""
 
     def __init__(
         self,
         root: Path,
         relroot: str,
-        log: EventLog,
         *,
-        ignored_event: str,
-        missing_event: str | None = None,
-        **context: str,
+        on_ignored: Callable[[str, str], None],
+        on_missing: Callable[[str], None] | None = None,
     ) -> None:
         self.root = root
         self.relroot = relroot
-        self.log = log
-        self.ignored_event = ignored_event
-        self.missing_event = missing_event
-        self.context = context
-        self._missing_logged = False
+        self.on_ignored = on_ignored
+        self.on_missing = on_missing
+        self._missing_reported = False
         self._ignored: set[str] = set()
 
     def entries(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
@@ -44,11 +38,11 @@ class DatedTree:
         try:
             dates = list(os.scandir(self.root))
         except FileNotFoundError:
-            if self.missing_event is not None and not self._missing_logged:
-                self.log.warning(self.missing_event, **self.context, path=str(self.root))
-                self._missing_logged = True
+            if self.on_missing is not None and not self._missing_reported:
+                self.on_missing(str(self.root))
+                self._missing_reported = True
             return
-        self._missing_logged = False
+        self._missing_reported = False
         for date in dates:
             if not date.is_dir(follow_symlinks=False):
                 why = "a symlinked date directory is not followed" if date.is_symlink() else "not a date directory"
@@ -62,7 +56,7 @@ class DatedTree:
                 yield f"{self.relroot}/{date.name}/{entry.name}", entry
 
     def ignore(self, relpath: str, reason: str) -> None:
-        """Log once that ``relpath`` is passed over, and why."""
+        """Report once that ``relpath`` is passed over, and why."""
         if relpath not in self._ignored:
             self._ignored.add(relpath)
-            self.log.warning(self.ignored_event, path=relpath, reason=reason)
+            self.on_ignored(relpath, reason)

@@ -72,7 +72,7 @@ class SnapshotWatcher:
     def __init__(self, settings: Settings, host: SnapshotHost, announced: set[str]) -> None:
         self.settings = settings
         self.host = host
-        self.tree = DatedTree(settings.watch_dir / SNAPSHOT_DIR, SNAPSHOT_DIR, host.log, ignored_event="snapshot_file_ignored")
+        self.tree = DatedTree(settings.watch_dir / SNAPSHOT_DIR, SNAPSHOT_DIR, on_ignored=self._ignored)
         self.announced = set(announced)
         self.pending: dict[str, TrackedSnapshot] = {}
         self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-sha256", initializer=_lower_priority)
@@ -115,6 +115,9 @@ class SnapshotWatcher:
             else:
                 found[relpath] = snapshot
         return found
+
+    def _ignored(self, relpath: str, reason: str) -> None:
+        self.host.log.warning("snapshot_file_ignored", path=relpath, reason=reason)
 
     async def _advance(self, tracked: TrackedSnapshot) -> None:
         try:

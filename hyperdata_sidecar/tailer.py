@@ -103,10 +103,8 @@ class TableTailer:
         self.tree = DatedTree(
             settings.watch_dir / spec.dir_name / "hourly",
             f"{self.table}/hourly",
-            host.log,
-            ignored_event="hour_file_ignored",
-            missing_event="table_dir_missing",
-            table=self.table,
+            on_ignored=self.events.hour_file_ignored,
+            on_missing=self.events.table_dir_missing,
         )
         self.order = TableOrder(initial_position=settings.initial_position, fresh=not stored)
         self.window = Window()
@@ -186,8 +184,9 @@ class TableTailer:
             size = probe.stat() or 0
             start = await probe.last_line_start(size, self.settings.max_line_bytes + 1)
             cursor = cursor.with_changes(byte_offset=start, size=size)
-        if adoption is not Adoption.FROM_START:
-            await self.host.checkpoint(cursor)
+        # Persisted at once: the file's start state (``seq0``) comes from the previous file, which
+        # may be pruned before this file's first line is checkpointed.
+        await self.host.checkpoint(cursor)
         self.events.file_adopted(cursor)
         tail = self.files[hour.relpath] = self.factory.tail(hour, cursor)
         return tail

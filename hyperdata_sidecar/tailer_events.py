@@ -64,6 +64,12 @@ class TailerEvents:
     def newest_hour_file(self, date: str, hour: str) -> None:
         self.metrics.set_newest_hour_file(self.table, hour_start_epoch(date, hour))
 
+    def table_dir_missing(self, path: str) -> None:
+        self.log.warning("table_dir_missing", table=self.table, path=path)
+
+    def hour_file_ignored(self, relpath: str, reason: str) -> None:
+        self.log.warning("hour_file_ignored", path=relpath, reason=reason)
+
     def tick_done(self, seconds: float, files: int) -> None:
         self.metrics.set_files_tailed(self.table, files)
         self.metrics.poll_cycle(self.table, seconds)
