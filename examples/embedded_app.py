@@ -14,7 +14,7 @@ What it shows:
   sidecar publishes, per coin, in the ``fills-per-coin`` table, served at ``/fills/per-coin/``.
 
 The host agent reads the fills topic, so the topics must exist before the worker joins its group:
-apply the contract once first (``python -m hyperdata_sidecar.topics apply``). The sidecar applies
+apply the contract once first (``faust -A hyperdata_sidecar topics``). The sidecar applies
 it too when it starts, but the consumer group may have formed by then.
 ``STATE_PATH`` must exist: the app keeps its RocksDB tables in ``$STATE_PATH/<app id>``.
 """

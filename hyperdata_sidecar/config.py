@@ -46,7 +46,8 @@ DEFAULTS: dict[str, str] = {
     "BACKUP_DIR": "/backups",
     "BACKUP_MAX_TRIES": "20",
     "NODE_ID": "",
-    "WEB_BIND": "0.0.0.0",
+    "NODE_ID_REQUIRED": "false",
+    "WEB_BIND": "127.0.0.1",
     "WEB_PORT": "6066",
     "LAG_WARN_SECONDS": "30",
     "LAG_WARN_BYTES": "268435456",
@@ -147,6 +148,8 @@ class Settings:
     backup_dir: Path
     backup_max_tries: int
     node_id: str
+    node_id_from_host_name: bool  # NODE_ID was not set
+    node_id_required: bool
     web_bind: str
     web_port: int
     lag_warn_seconds: float
@@ -259,6 +262,8 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         backup_dir=Path(_nonempty(raw, "BACKUP_DIR")),
         backup_max_tries=_positive_int(raw, "BACKUP_MAX_TRIES"),
         node_id=_node_id(raw["NODE_ID"]),
+        node_id_from_host_name=not raw["NODE_ID"].strip(),
+        node_id_required=_bool(raw, "NODE_ID_REQUIRED"),
         web_bind=_nonempty(raw, "WEB_BIND"),
         web_port=_port(raw, "WEB_PORT"),
         lag_warn_seconds=_positive_int(raw, "LAG_WARN_SECONDS"),
@@ -345,7 +350,16 @@ def _node_id(value: str) -> str:
 
 
 def check_runtime(settings: Settings) -> None:
-    """Checks that need the file system; run when the worker starts, not on import."""
+    """Checks that need the file system, or only matter to the worker; run when the worker starts,
+    not on import (every other command imports the app too)."""
+    if settings.node_id_required and settings.node_id_from_host_name:
+        # A container's host name changes whenever it is recreated: a new app id, empty state, and
+        # every hour file on disk published again.
+        raise ConfigError(
+            "NODE_ID",
+            "must be set here (NODE_ID_REQUIRED=true): the host name changes with every new container, "
+            "and a new NODE_ID publishes every file on disk again",
+        )
     if not settings.watch_dir.is_dir():
         raise ConfigError("WATCH_DIR", f"{settings.watch_dir} is not a directory")
     if not os.access(settings.watch_dir, os.R_OK | os.X_OK):
@@ -354,3 +368,24 @@ def check_runtime(settings: Settings) -> None:
         watch, backups = settings.watch_dir.resolve(), settings.backup_dir.resolve()
         if backups == watch or watch in backups.parents:
             raise ConfigError("BACKUP_DIR", f"{settings.backup_dir} is inside WATCH_DIR; the sidecar never writes there")
+
+
+def prepare_state_path(settings: Settings, data_dir: Path) -> None:
+    """Create ``STATE_PATH`` (the worker does, at start; no other command touches it) and check that
+    the worker can write it and its app's data dir ``data_dir``, as far as they exist.
+
+    Raises :class:`ConfigError` naming ``STATE_PATH``: a path that cannot be created, or a state dir
+    another user wrote (a container volume written under another uid), stops the start with one line
+    instead of a traceback from RocksDB.
+    """
+    try:
+        settings.state_path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError("STATE_PATH", f"cannot create {settings.state_path}: {exc.strerror or exc}") from None
+    for directory in (settings.state_path, data_dir, *data_dir.glob("**/")):
+        if directory.is_dir() and not os.access(directory, os.W_OK | os.X_OK):
+            owner = directory.stat().st_uid
+            raise ConfigError(
+                "STATE_PATH",
+                f"{directory} belongs to uid {owner} and is not writable by uid {os.getuid()}, which runs the worker",
+            )

@@ -37,7 +37,8 @@ POLL_IDLE_S = 0.1  # ... slowing down to this when none came (idle, or the broke
 STATS_INTERVAL_MS = 1000  # broker states for readiness
 METADATA_TIMEOUT_S = 10.0
 BATCH_FRAMING_BYTES = 512  # a record batch's own bytes on top of its records, with margin
-#: Connection errors that say the broker is unreachable (logged at most once per minute each).
+#: Connection errors that say the broker is unreachable (counted as kind "transport", logged at most
+#: once per minute each).
 TRANSPORT_ERRORS = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL", "_AUTHENTICATION"})
 
 
@@ -50,7 +51,8 @@ class DataPlane:
 
     Lifecycle: :meth:`connect` (retried by the caller until it succeeds), then :meth:`serve` runs
     as a task until :meth:`close`. ``on_broker(connected)`` is called on every change of the
-    broker's reachability, ``on_fatal(error)`` once if librdkafka reports a fatal error.
+    broker's reachability, ``on_error(kind)`` for every error librdkafka reports (kind
+    ``transport``, ``client`` or ``fatal``), ``on_fatal(error)`` once if one is fatal.
     """
 
     def __init__(
@@ -59,11 +61,13 @@ class DataPlane:
         log: EventLog,
         *,
         on_broker: Callable[[bool], None],
+        on_error: Callable[[str], None],
         on_fatal: Callable[[KafkaError], None],
     ) -> None:
         self.settings = settings
         self.log = log
         self._on_broker = on_broker
+        self._on_error = on_error
         self._on_fatal = on_fatal
         self._producer: Producer | None = None
         self.partitions: Mapping[str, int] = {}
@@ -252,8 +256,11 @@ class DataPlane:
     # ------------------------------------------------------------------ client events
 
     def _error(self, error: KafkaError) -> None:
+        # Every error is counted, the log is rate-limited: an outage of the broker shows as a rising
+        # count of "transport" errors, not as a quiet producer.
         if error.fatal():
             self.fatal = error
+            self._on_error("fatal")
             self.log.error("producer_fatal", error=error.name(), detail=error.str())
             self._on_fatal(error)
             return
@@ -261,8 +268,10 @@ class DataPlane:
         if name == "_ALL_BROKERS_DOWN":
             self._set_connected(False)
         if name in TRANSPORT_ERRORS:
+            self._on_error("transport")
             self.log.limited(logging.WARNING, "broker_unreachable", name, 60.0, error=name, detail=error.str())
         else:
+            self._on_error("client")
             self.log.limited(logging.WARNING, "producer_error", name, 60.0, error=name, detail=error.str())
 
     def _stats(self, stats: str) -> None:

@@ -60,6 +60,10 @@ EXPORTED: dict[str, str] = {
 
 BACKUP_RESULTS = ("ok", "noop", "failed")
 REWRITE_REASONS = ("truncated", "replaced")
+#: What a producer error was: a table holding on a topic it cannot write, a seal or a snapshot event
+#: that failed, the broker unreachable (librdkafka's transport errors), another error librdkafka
+#: reported, or a fatal one. The librdkafka error's own name is in the log line, not in a label.
+PRODUCER_ERROR_KINDS = ("hold", "seal", "snapshot", "transport", "client", "fatal")
 
 POLL_CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # From a running digest (milliseconds) to a full re-hash of a 50 GB file after a restart (minutes).
@@ -109,6 +113,8 @@ class SidecarMetrics:
             self._track(table)
         for result in BACKUP_RESULTS:
             self._backups.labels(result)
+        for kind in PRODUCER_ERROR_KINDS:
+            self._producer_errors.labels(kind)
 
     # -- definitions -----------------------------------------------------------------------
 
@@ -139,7 +145,7 @@ class SidecarMetrics:
         self._persist_failures = counter("state_persist_failures_total", "Failed checkpoint writes.")
         self._dlq = counter("dlq_lines_total", "Lines sent to the DLQ.", ("table", "reason"))
         self._backups = counter("backups_total", "Backup attempts by result (ok, noop, failed).", ("result",))
-        self._producer_errors = counter("producer_errors_total", "Data-plane producer errors.", ("kind",))
+        self._producer_errors = counter("producer_errors_total", "Data-plane producer errors by kind.", ("kind",))
         self._producer_retries = counter("producer_retries_total", "Data-plane batches sent again.")
         self._poll_cycle = Histogram(
             PREFIX + "poll_cycle_seconds",
@@ -264,6 +270,8 @@ class SidecarMetrics:
     # -- producer and health ---------------------------------------------------------------
 
     def producer_error(self, kind: str) -> None:
+        if kind not in PRODUCER_ERROR_KINDS:
+            raise ValueError(f"producer error kind must be one of {PRODUCER_ERROR_KINDS}, not {kind!r}")
         self._producer_errors.labels(kind).inc()
 
     def producer_retry(self, count: int = 1) -> None:

@@ -61,7 +61,9 @@ class Sidecar:
         self.settings = settings
         self.metrics = SidecarMetrics()
         self.log = EventLog(node=settings.node_id)
-        self.dataplane = DataPlane(settings, self.log, on_broker=self.broker_state, on_fatal=self._fatal)
+        self.dataplane = DataPlane(
+            settings, self.log, on_broker=self.broker_state, on_error=self.metrics.producer_error, on_fatal=self._fatal
+        )
         self.sink = make_sink(settings.backup_sink, settings.backup_dir)
         prefix = app.conf.id
         self.progress_topic = app.topic(

@@ -9,11 +9,12 @@ from __future__ import annotations
 import gc
 import logging
 import sys
+from pathlib import Path
 
 import faust
 
 from hyperdata_sidecar.commands import install_commands
-from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
+from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings, prepare_state_path
 from hyperdata_sidecar.logs import RepeatFilter
 from hyperdata_sidecar.plugin import Sidecar, install
 
@@ -32,6 +33,7 @@ class SidecarApp(faust.App):
     async def on_first_start(self) -> None:
         try:
             check_runtime(self.sidecar.settings)
+            prepare_state_path(self.sidecar.settings, Path(self.conf.datadir))
         except ConfigError as exc:
             print(f"hyperdata-sidecar: configuration error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -58,8 +60,6 @@ def create_app(settings: Settings | None = None) -> faust.App:
     """A Faust app configured from ``settings`` with the sidecar and its commands installed."""
     settings = settings or load_settings()
     app_id = f"hyperdata-sidecar-{settings.node_id}"
-    # Faust creates its data dir but not the parents; a lost state dir must not stop a restart.
-    settings.state_path.mkdir(parents=True, exist_ok=True)
     app = SidecarApp(
         app_id,
         broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",")],

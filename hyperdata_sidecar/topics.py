@@ -1,25 +1,20 @@
 """The topic contract (``topics.toml``) and its idempotent application to a cluster.
 
-    python -m hyperdata_sidecar.topics apply --bootstrap HOST:PORT
-    python -m hyperdata_sidecar.topics show
-
-Topic names come from the environment (``TOPIC_BOOK_DIFFS``, ``TOPIC_ORDER_STATUSES``,
-``TOPIC_FILLS``, ``TOPIC_SEALS``, ``TOPIC_DLQ``), each falling back to the contract's
-default. Applying creates missing topics with the contract's partitions and configs and
-leaves existing ones alone: one whose partition count differs is reported (and logged as
-a warning with both counts), never altered, because changing it would move keys between
-partitions under running consumers.
+``faust -A hyperdata_sidecar topics`` applies it with the worker's own settings (``faust.ini`` and
+the environment: topic names, ``KAFKA_BOOTSTRAP``, ``TOPIC_REPLICATION_FACTOR``, the SASL/SSL
+settings); the worker applies it at start (``TOPICS_APPLY_ON_START``). Applying creates missing
+topics with the contract's partitions and configs and leaves existing ones alone: one whose
+partition count differs is reported (and logged as a warning with both counts), never altered,
+because changing it would move keys between partitions under running consumers.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import enum
 import logging
 import os
 import re
-import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -205,57 +200,3 @@ def _outcome(spec: TopicSpec, created: set[str], actual: Mapping[str, int]) -> T
         return TopicOutcome(spec.name, Outcome.CREATED, spec.partitions, count)
     kind = Outcome.EXISTS if count == spec.partitions else Outcome.PARTITION_MISMATCH
     return TopicOutcome(spec.name, kind, spec.partitions, count)
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m hyperdata_sidecar.topics",
-        description="Show the topic contract, or apply it to a cluster (idempotent).",
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    apply = commands.add_parser("apply", help="create the missing topics; report the others")
-    apply.add_argument(
-        "--bootstrap",
-        default=os.environ.get("KAFKA_BOOTSTRAP", "kafka:29092"),
-        help="HOST:PORT (default $KAFKA_BOOTSTRAP, else kafka:29092)",
-    )
-    apply.add_argument(
-        "--replication-factor",
-        type=int,
-        default=int(os.environ.get("TOPIC_REPLICATION_FACTOR") or 1),
-        help="replicas of each created topic (default $TOPIC_REPLICATION_FACTOR, else 1)",
-    )
-    commands.add_parser("show", help="print the contract with names resolved from the environment")
-    args = parser.parse_args(argv)
-    try:
-        specs = load_contract()
-    except ContractError as error:
-        print(f"topics: {error}", file=sys.stderr)
-        return 2
-    if args.command == "show":
-        for spec in specs:
-            configs = " ".join(f"{k}={v}" for k, v in spec.config.items())
-            print(f"{spec.name}  partitions={spec.partitions}  key={spec.key}  {configs}")
-        return 0
-    return _apply(args.bootstrap, specs, args.replication_factor)
-
-
-def _apply(bootstrap: str, specs: list[TopicSpec], replication_factor: int) -> int:
-    from aiokafka.errors import KafkaError
-
-    # apply_contract reports each topic through the log; here the log is the output.
-    logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(levelname)s %(message)s")
-    log.setLevel(logging.INFO)
-    try:
-        asyncio.run(apply_contract(bootstrap, specs, replication_factor=replication_factor))
-    except KafkaError as error:
-        print(f"topics: applying the contract to {bootstrap} failed: {error!r}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

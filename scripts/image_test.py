@@ -1,6 +1,6 @@
 """`make image-test`: the image and docker/compose.yaml, run for real with podman.
 
-    local Debian base image -> build -> broker on the host -> topics-init -> sidecar -> replay -> verify
+    local Debian base image -> build -> broker on the host -> topics-init -> sidecar -> replay -> verify -> the sidecar recreated
 
 1. A Debian bookworm base with Python 3.11, made with debootstrap and imported into podman, as no
    image registry is reachable here. Made once: the rootfs tarball is kept in
@@ -18,6 +18,10 @@
 5. Checks: every container exits 0 (the sidecar after SIGTERM); the verifier finds no line lost,
    none duplicated, every bad line in the DLQ, every finalized hour sealed and backed up; the
    watch dir holds the corpus, byte for byte.
+6. The container recreated: a new sidecar container on the same state volume (so a new host
+   name) catches up with every file on disk and publishes nothing, no line and no seal. The same
+   container without NODE_ID, and as another uid than the one that wrote the volume
+   (SIDECAR_USER), each stop at once with one configuration error line, exit 2.
 
 Containers, the volume and the broker of this run are removed on exit; logs stay in
 var/image-test/. Needs podman and runc (on this kernel with `default_ulimits = []` in
@@ -30,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import filecmp
+import json
 import os
 import re
 import shutil
@@ -62,6 +67,7 @@ PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager=cgroupfs"]
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 RUN_ID = f"hdsc-image-test-{os.getpid()}"
 SERVICES = ("topics-init", "sidecar", "replay", "verify")
+RECREATED = ("sidecar-recreated", "sidecar-without-node-id", "sidecar-other-uid")
 DEADLINE_S = 180.0
 
 
@@ -336,6 +342,16 @@ class Stack:
     def run_arguments(self, service: str, extra_env: Mapping[str, str] | None = None) -> list[str]:
         return podman_run_arguments(self.compose, service, self.image, self.named_volumes, extra_env)
 
+    def sidecar_arguments(self, name: str, web_port: int, **changes: str) -> list[str]:
+        """The sidecar service as container ``name`` (web server on 127.0.0.1:``web_port``); a
+        ``user`` in ``changes`` replaces compose's, the rest are environment variables."""
+        user = changes.pop("user", None)
+        args = self.run_arguments("sidecar", {"WEB_BIND": "127.0.0.1", "WEB_PORT": str(web_port), **changes})
+        args[args.index(f"{RUN_ID}-sidecar")] = f"{RUN_ID}-{name}"
+        if user is not None:
+            args[args.index("--user") + 1] = user
+        return args
+
     def run_to_completion(self, service: str) -> str:
         """Runs a one-shot service; returns its output. Raises ImageTestError unless it exits 0."""
         command = [*PODMAN, "run", "--rm", *self.run_arguments(service)]
@@ -344,25 +360,83 @@ class Stack:
 
 def run_services(stack: Stack) -> None:
     """topics-init, the sidecar until ready, the replay tap, the verifier; then SIGTERM to the sidecar."""
-    step("4/6 topics-init, then the sidecar")
+    step("4/7 topics-init, then the sidecar")
     stack.run_to_completion("topics-init")
     web_port = free_port()
     sidecar = f"{RUN_ID}-sidecar"
-    podman("run", "--detach", *stack.run_arguments("sidecar", {"WEB_BIND": "127.0.0.1", "WEB_PORT": str(web_port)}))
+    podman("run", "--detach", *stack.sidecar_arguments("sidecar", web_port))
     wait_until_ready(f"http://127.0.0.1:{web_port}/readyz", sidecar)
     print(f"the sidecar is ready: http://127.0.0.1:{web_port}/readyz answers 200")
 
-    step("5/6 the replay tap appends the corpus into the watch dir")
+    step("5/7 the replay tap appends the corpus into the watch dir")
     stack.run_to_completion("replay")
 
-    step("6/6 the verifier")
+    step("6/7 the verifier")
     report = stack.run_to_completion("verify")
     if not re.search(r"^OK: 0 lost, 0 failing findings, 0 duplicates", report, re.MULTILINE):
         raise ImageTestError("the verifier exited 0 without its 'OK: 0 lost, 0 failing findings, 0 duplicates' verdict")
-    podman("stop", "--time", "60", sidecar, timeout=90)
-    exit_code = podman("inspect", "--format", "{{.State.ExitCode}}", sidecar).stdout.strip()
+    stop_sidecar(sidecar)
+
+
+def stop_sidecar(container: str) -> None:
+    podman("stop", "--time", "60", container, timeout=90)
+    exit_code = podman("inspect", "--format", "{{.State.ExitCode}}", container).stdout.strip()
     if exit_code != "0":
-        raise ImageTestError(f"the sidecar container exited {exit_code} on SIGTERM:\n{container_log_tail(sidecar)}")
+        raise ImageTestError(f"the sidecar container exited {exit_code} on SIGTERM:\n{container_log_tail(container)}")
+
+
+def recreate_sidecar(stack: Stack, files: int) -> None:
+    """A new sidecar container on the same state volume publishes nothing; one without NODE_ID,
+    or run as a uid that cannot write the volume, stops with one configuration error line."""
+    step("7/7 the sidecar container recreated on the same state volume")
+    web_port = free_port()
+    container = f"{RUN_ID}-sidecar-recreated"
+    podman("run", "--detach", *stack.sidecar_arguments("sidecar-recreated", web_port))
+    base = f"http://127.0.0.1:{web_port}"
+    wait_until_ready(f"{base}/readyz", container)
+    wait_until_caught_up(f"{base}/sidecar/files/", files, container)
+    published = metric_sum(f"{base}/metrics", "hyperdata_sidecar_lines_published_total")
+    sealed = metric_sum(f"{base}/metrics", "hyperdata_sidecar_seals_emitted_total")
+    if published or sealed:
+        raise ImageTestError(f"the recreated sidecar published {published:.0f} lines and {sealed:.0f} seals again")
+    stop_sidecar(container)
+    print(f"the recreated container caught up with the {files} files on disk and published nothing")
+    expect_configuration_error(stack, "sidecar-without-node-id", "NODE_ID", NODE_ID="")
+    expect_configuration_error(stack, "sidecar-other-uid", "STATE_PATH", user="1000")
+
+
+def wait_until_caught_up(url: str, files: int, container: str) -> None:
+    """Until the worker lists ``files`` hour files, each read to its end and sealed unless it is
+    its table's newest (the last hour of the corpus stays open)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            rows = json.loads(response.read())["files"]
+        if len(rows) == files and all(row["lag_bytes"] == 0 for row in rows):
+            open_files = [row for row in rows if row["state"] not in ("sealed", "backed_up")]
+            if len(open_files) == len({row["path"].split("/")[0] for row in rows}):
+                return
+        time.sleep(1)
+    raise ImageTestError(f"{url} did not list {files} caught-up files within {DEADLINE_S:.0f}s:\n{container_log_tail(container)}")
+
+
+def metric_sum(url: str, name: str) -> float:
+    """The sum of every series of ``name`` in the Prometheus text at ``url``."""
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith((f"{name}{{", f"{name} ")))
+
+
+def expect_configuration_error(stack: Stack, name: str, setting: str, **changes: str) -> None:
+    """The sidecar container as ``name`` with ``changes`` exits 2 with one line naming ``setting``."""
+    container = f"{RUN_ID}-{name}"
+    podman("run", *stack.sidecar_arguments(name, free_port(), **changes), check=False, timeout=120)
+    exit_code = podman("inspect", "--format", "{{.State.ExitCode}}", container).stdout.strip()
+    output = container_log_tail(container, 1000)
+    errors = [line for line in output.splitlines() if "configuration error" in line]
+    if exit_code != "2" or len(errors) != 1 or setting not in errors[0] or "Traceback" in output:
+        raise ImageTestError(f"{name}: expected exit 2 and one configuration error naming {setting}, got {exit_code}:\n{output}")
+    print(f"{name}: exit 2, {errors[0]}")
 
 
 def main() -> int:
@@ -378,7 +452,7 @@ def main() -> int:
         for path in dirs.values():
             path.mkdir(parents=True)
 
-        step(f"1/6 base image {BASE_IMAGE}")
+        step(f"1/7 base image {BASE_IMAGE}")
         print(f"from {ensure_base_image()} ({time.monotonic() - began:.0f}s)")
 
         broker = LocalKafka(dirs["kafka"], port=free_port(), controller_port=free_port())
@@ -392,11 +466,11 @@ def main() -> int:
                 "REPLAY_SPEED": "1200",  # a corpus hour every 3 s: the sidecar tails growing files and rotations
             }
         )
-        step("2/6 the image, as compose.yaml builds it")
+        step("2/7 the image, as compose.yaml builds it")
         tag, image = build_image(compose)
         print(f"{tag} = {image.removeprefix('sha256:')[:12]} ({time.monotonic() - began:.0f}s)")
 
-        step(f"3/6 a Kafka broker on the host at {broker.bootstrap}, and a corpus")
+        step(f"3/7 a Kafka broker on the host at {broker.bootstrap}, and a corpus")
         broker.start()
         summary = generate_corpus(
             dirs["corpus"], hours=3, lines_per_hour=6000, seed=13, start=parse_start("20260610/22"), bad_every=700
@@ -405,12 +479,14 @@ def main() -> int:
         for name in used_named_volumes(compose):
             named_volumes[name] = podman("volume", "create", f"{RUN_ID}-{name}").stdout.strip()
 
-        run_services(Stack(compose, image, named_volumes))
+        stack = Stack(compose, image, named_volumes)
+        run_services(stack)
         files = check_replayed(dirs["corpus"], dirs["watch"])
+        recreate_sidecar(stack, files)
         print(
             f"\nimage-test: OK in {time.monotonic() - began:.0f}s: the replay container reproduced the "
             f"corpus's {files} files, the verifier found them all in Kafka, sealed and backed up, "
-            f"and the sidecar container stopped with exit code 0"
+            f"and the sidecar container stopped with exit code 0; recreated, it published nothing again"
         )
         return 0
     except (ImageTestError, DevKafkaError) as failure:
@@ -419,7 +495,7 @@ def main() -> int:
     finally:
         if podman("container", "exists", f"{RUN_ID}-sidecar", check=False).returncode == 0:
             (WORK / "sidecar.log").write_text(container_log_tail(f"{RUN_ID}-sidecar", 1_000_000))
-        for service in SERVICES:
+        for service in (*SERVICES, *RECREATED):
             podman("rm", "--force", f"{RUN_ID}-{service}", check=False)
         for volume in named_volumes.values():
             podman("volume", "rm", "--force", volume, check=False)

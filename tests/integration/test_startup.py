@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 
 from sidecar_run import Sidecar, assert_clean, write_corpus
+from worker_process import FAUST, SIDECAR_APP
 
 
 def test_a_missing_watch_dir_stops_the_worker_with_one_line_naming_the_setting(tmp_path, unique_topic_prefix):
@@ -14,6 +16,37 @@ def test_a_missing_watch_dir_stops_the_worker_with_one_line_naming_the_setting(t
     assert worker._process.wait(60) == 2
     lines = [line for line in worker.log_path.read_text().splitlines() if "configuration error" in line]
     assert len(lines) == 1 and "WATCH_DIR" in lines[0] and "Traceback" not in worker.log_path.read_text()
+
+
+def configuration_errors(worker) -> list[str]:
+    """The worker's ``configuration error`` lines, once it has exited 2 (and printed no traceback)."""
+    assert worker._process.wait(60) == 2
+    log = worker.log_path.read_text()
+    assert "Traceback" not in log
+    return [line for line in log.splitlines() if "configuration error" in line]
+
+
+def test_a_state_path_that_cannot_be_created_stops_the_worker_with_one_line(tmp_path, unique_topic_prefix):
+    (tmp_path / "a-file").write_text("")
+    sidecar = Sidecar(tmp_path, "127.0.0.1:9", unique_topic_prefix, STATE_PATH=str(tmp_path / "a-file" / "state"))
+    [line] = configuration_errors(sidecar.start())
+    assert "STATE_PATH" in line and "a-file" in line
+
+
+def test_the_worker_in_a_place_that_requires_node_id_does_not_start_without_it(tmp_path, unique_topic_prefix):
+    sidecar = Sidecar(tmp_path, "127.0.0.1:9", unique_topic_prefix, NODE_ID="", NODE_ID_REQUIRED="true")
+    [line] = configuration_errors(sidecar.start())
+    assert "NODE_ID" in line
+
+
+def test_a_command_other_than_the_worker_creates_no_state_path(tmp_path, unique_topic_prefix):
+    sidecar = Sidecar(tmp_path, "127.0.0.1:9", unique_topic_prefix, STATE_PATH=str(tmp_path / "not-yet" / "state"))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **sidecar.env}
+    result = subprocess.run(
+        [FAUST, "-A", SIDECAR_APP, "generate", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "not-yet").exists()
 
 
 async def test_the_sidecar_may_start_before_the_node_creates_its_tables(tmp_path, kafka_bootstrap, unique_topic_prefix):

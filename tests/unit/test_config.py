@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperdata_sidecar.config import DEFAULTS, ConfigError, check_runtime, load_settings
+from hyperdata_sidecar.config import DEFAULTS, ConfigError, check_runtime, load_settings, prepare_state_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,6 +28,7 @@ def test_contract_defaults_apply_without_any_configuration(tmp_path, monkeypatch
     assert settings.backup_sink == "local"
     assert settings.topics["node_fills_streaming"] == "hyperliquid.fills"
     assert settings.node_id  # the host name
+    assert settings.web_bind == "127.0.0.1"  # the web views are unauthenticated: loopback unless told
     assert (settings.late_append_watch_s, settings.backup_max_tries) == (7200.0, 20)
 
 
@@ -100,6 +101,38 @@ def test_a_backup_dir_inside_the_watch_dir_is_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match="BACKUP_DIR"):
         check_runtime(load_settings({"WATCH_DIR": str(tmp_path), "BACKUP_DIR": str(tmp_path / "backups")}))
+
+
+def test_a_required_node_id_left_unset_stops_the_worker_naming_node_id(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID_REQUIRED": "true"})
+    assert settings.node_id  # the host name, for the commands that import the app
+    with pytest.raises(ConfigError) as err:
+        check_runtime(settings)
+    assert err.value.setting == "NODE_ID" and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("required", "node_id"), [("true", "node-7"), ("false", "")])
+def test_a_set_or_unrequired_node_id_lets_the_worker_start(required, node_id, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    check_runtime(load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID_REQUIRED": required, "NODE_ID": node_id}))
+
+
+def test_loading_the_settings_creates_nothing_the_worker_creates_the_state_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings({"STATE_PATH": str(tmp_path / "deep" / "state")})
+    assert not (tmp_path / "deep").exists()
+    prepare_state_path(settings, settings.state_path / "hyperdata-sidecar-unit")
+    assert settings.state_path.is_dir()
+
+
+def test_a_state_path_that_cannot_be_created_is_one_error_naming_state_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    settings = load_settings({"STATE_PATH": str(tmp_path / "a-file" / "state")})
+    with pytest.raises(ConfigError) as err:
+        prepare_state_path(settings, settings.state_path / "hyperdata-sidecar-unit")
+    assert err.value.setting == "STATE_PATH" and "a-file" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_the_public_summary_never_shows_the_sasl_password(tmp_path, monkeypatch):

@@ -15,10 +15,22 @@ from hyperdata_sidecar.logs import EventLog
 
 
 def make(tmp_path, **env: str) -> tuple[DataPlane, list, list]:
-    settings = load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID": "unit", **env})
-    changes, fatal = [], []
-    plane = DataPlane(settings, EventLog(logging.getLogger("tests.dataplane")), on_broker=changes.append, on_fatal=fatal.append)
+    plane, changes, _errors, fatal = make_counting(tmp_path, **env)
     return plane, changes, fatal
+
+
+def make_counting(tmp_path, **env: str) -> tuple[DataPlane, list, list, list]:
+    """A data plane whose broker changes, error kinds and fatal errors land in lists."""
+    settings = load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID": "unit", **env})
+    changes, errors, fatal = [], [], []
+    plane = DataPlane(
+        settings,
+        EventLog(logging.getLogger("tests.dataplane")),
+        on_broker=changes.append,
+        on_error=errors.append,
+        on_fatal=fatal.append,
+    )
+    return plane, changes, errors, fatal
 
 
 def stats(*states: str) -> str:
@@ -65,6 +77,28 @@ def test_a_fatal_error_is_reported_once_and_logged(tmp_path, caplog):
     plane._config()["error_cb"](error)
     assert fatal == [error] and plane.fatal is error
     assert [r.getMessage() for r in caplog.records] == ["producer_fatal"]
+
+
+@pytest.mark.parametrize("code", [KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE])
+def test_a_broker_transport_error_is_counted_as_transport_every_time(tmp_path, code):
+    plane, _, errors, _ = make_counting(tmp_path)
+    for _ in range(3):  # the log line is rate-limited, the count is not
+        plane._config()["error_cb"](KafkaError(code))
+    assert errors == ["transport"] * 3
+
+
+def test_another_producer_error_is_counted_as_client(tmp_path, caplog):
+    plane, _, errors, _ = make_counting(tmp_path)
+    caplog.set_level(logging.WARNING, logger="tests.dataplane")
+    plane._config()["error_cb"](KafkaError(KafkaError._MSG_TIMED_OUT))
+    assert errors == ["client"]
+    assert [r.getMessage() for r in caplog.records] == ["producer_error"]
+
+
+def test_a_fatal_error_is_counted_as_fatal(tmp_path):
+    plane, _, errors, fatal = make_counting(tmp_path)
+    plane._config()["error_cb"](KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True))
+    assert errors == ["fatal"] and len(fatal) == 1
 
 
 def test_produce_before_connect_raises_a_clear_error(tmp_path):

@@ -206,15 +206,24 @@ def test_file_lifecycle_producer_and_state_counters() -> None:
     metrics = SidecarMetrics()
     metrics.file_deleted(BOOK, "unpublished")
     metrics.file_truncated(BOOK)
-    metrics.producer_error("KafkaTimeoutError")
+    metrics.producer_error("transport")
+    metrics.producer_error("transport")
     metrics.producer_retry(3)
     metrics.state_persist_failed()
 
     assert value(metrics, "hyperdata_sidecar_deleted_files_total", table=BOOK, reason="unpublished") == 1
     assert value(metrics, "hyperdata_sidecar_truncated_files_total", table=BOOK) == 1
-    assert value(metrics, "hyperdata_sidecar_producer_errors_total", kind="KafkaTimeoutError") == 1
+    assert value(metrics, "hyperdata_sidecar_producer_errors_total", kind="transport") == 2
     assert value(metrics, "hyperdata_sidecar_producer_retries_total") == 3
     assert value(metrics, "hyperdata_sidecar_state_persist_failures_total") == 1
+
+
+def test_every_producer_error_kind_is_exported_from_zero_and_no_other_is_taken() -> None:
+    metrics = SidecarMetrics()
+    for kind in ("hold", "seal", "snapshot", "transport", "client", "fatal"):
+        assert value(metrics, "hyperdata_sidecar_producer_errors_total", kind=kind) == 0
+    with pytest.raises(ValueError, match="transport"):
+        metrics.producer_error("_TRANSPORT")  # a librdkafka error name: unbounded labels
 
 
 def test_health_gauges_follow_the_last_reported_state() -> None:
