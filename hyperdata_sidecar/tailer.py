@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from hyperdata_sidecar.config import Settings
+from hyperdata_sidecar.core.backlog import Backlog, backlog_of
 from hyperdata_sidecar.core.cursor import GROWING, CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.filestep import Step, loss_on_deletion, sealed_step, tail_step
 from hyperdata_sidecar.core.hourfile import HourFile
@@ -45,6 +46,8 @@ from hyperdata_sidecar.scanner import DatedTree
 from hyperdata_sidecar.tailer_events import IncidentHost, TailerEvents
 
 __all__ = ["MAX_IN_FLIGHT", "Abandoned", "TableTailer", "TailerHost"]
+
+RESCAN_EVERY_S = 5.0  # a long catch-up tick looks at the table's directory again this often
 
 
 class TailerHost(IncidentHost, Protocol):
@@ -109,6 +112,8 @@ class TableTailer:
         self.order = TableOrder(initial_position=settings.initial_position, fresh=not stored)
         self.window = Window()
         self.files: dict[str, FileTail] = {}
+        self._sizes: dict[str, int] = {}  # files still to publish: their size at the last scan
+        self._scanned_at = 0.0
         self._dlq_partition = dead_letter_partition(spec, self.topics)
         # The highest block of a line this table has delivered (None before any), for snapshot events.
         self.published_block: int | None = max((c.last_block for c in stored.values() if c.last_block is not None), default=None)
@@ -126,8 +131,6 @@ class TableTailer:
         if self.host.state_problem() is not None:
             return
         hours = self._scan()
-        if hours:
-            self.events.newest_hour_file(hours[-1].date, hours[-1].hour)
         await self._drop_deleted({h.relpath for h in hours})
         for index, hour in enumerate(hours):
             is_newest = index == len(hours) - 1
@@ -160,18 +163,48 @@ class TableTailer:
         return [hour.relpath for hour in self._scan()]
 
     def _scan(self) -> list[HourFile]:
-        """Hour files of this table on disk, oldest first."""
+        """Hour files of this table on disk, oldest first. Notes the size of each one still to
+        publish (for the backlog) and the newest one's hour (for the node's liveness gauge)."""
         found: list[HourFile] = []
+        sizes: dict[str, int] = {}
         for relpath, entry in self.tree.entries():
             hour = HourFile.parse(relpath)
             if hour is None:
                 continue
-            if entry.is_file(follow_symlinks=False):
-                found.append(hour)
-            else:
+            if not entry.is_file(follow_symlinks=False):
                 self.tree.ignore(hour.relpath, "not a regular file")
+                continue
+            found.append(hour)
+            tail = self.files.get(relpath)
+            if tail is None or tail.cursor.stage in GROWING:
+                try:
+                    sizes[relpath] = entry.stat(follow_symlinks=False).st_size
+                except FileNotFoundError:
+                    continue
         found.sort()
+        if found:
+            self.events.newest_hour_file(found[-1].date, found[-1].hour)
+        self._sizes = sizes
+        self._scanned_at = time.monotonic()
         return found
+
+    def _rescan_if_due(self) -> None:
+        """During a long catch-up tick, look at the directory again every RESCAN_EVERY_S: the newest
+        hour file and the backlog follow the disk, not the start of the tick."""
+        if time.monotonic() - self._scanned_at >= RESCAN_EVERY_S:
+            self._scan()
+
+    @property
+    def backlog(self) -> Backlog:
+        """What is on disk and not yet published, from the sizes last seen (no file is read)."""
+        files = []
+        for path, size in self._sizes.items():
+            tail = self.files.get(path)
+            if tail is None:
+                files.append((size, 0))
+            elif tail.cursor.stage in GROWING:
+                files.append((max(size, tail.reader.last_size), tail.cursor.byte_offset))
+        return backlog_of(files)
 
     async def _adopt(self, hour: HourFile, *, is_newest: bool) -> FileTail:
         """Start tracking a file that has no stored state."""
@@ -223,6 +256,7 @@ class TableTailer:
             if step is Step.READ:
                 assert size is not None
                 await self._read(tail, size)
+                self._rescan_if_due()
                 if self.host.stopping or self.host.state_problem() is not None:
                     await self._settle_all()
                     return False
