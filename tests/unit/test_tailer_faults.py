@@ -4,11 +4,13 @@ INITIAL_POSITION=end over 0, 1 and several hour files."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from hyperdata_sidecar.core.cursor import CursorStage
+from hyperdata_sidecar.core.times import hour_start_epoch
 
 from fake_broker import FakeBroker, FakeHost
 from test_table_tailer import (
@@ -141,3 +143,51 @@ async def test_end_with_several_files_skips_every_older_one_and_starts_the_newes
     await run_ticks(tailer)
     assert sorted(r.value for r in broker.records(TOPIC)) == sorted([line(41), line(42)])
     assert [m.path.rsplit("/", 1)[1] for m in host.rotations] == ["15"]
+
+
+# -- the backlog and the newest hour file during a long catch-up ---------------------------------
+
+
+class RotatingHost(FakeHost):
+    """The node rotates while the tailer catches up: hour 15 appears at the first checkpoint."""
+
+    watch: Path | None = None
+
+    async def checkpoint(self, cursor) -> None:
+        await super().checkpoint(cursor)
+        if self.watch is not None and not hour_path(self.watch, 15).exists() and cursor.lines:
+            append(hour_path(self.watch, 15), line(999) + b"\n")
+
+
+async def test_a_long_catch_up_tick_follows_new_hour_files_for_the_gauge_and_the_backlog(watch: Path, monkeypatch):
+    import hyperdata_sidecar.tailer as tailer_module
+
+    monkeypatch.setattr(tailer_module, "RESCAN_EVERY_S", 0.0)
+    append(hour_path(watch, 13), b"".join(line(n) + b"\n" for n in range(200)))
+    append(hour_path(watch, 14), LINES)
+    host, broker = RotatingHost(), FakeBroker(PARTITIONS)
+    host.watch = watch
+    tailer = new_tailer(watch, host, broker)
+    await tailer.tick()  # one tick: hour 15 appeared during it
+    rendered = host.metrics.render()[0].decode().splitlines()
+    [newest] = [
+        x for x in rendered if x.startswith(f'hyperdata_sidecar_newest_hour_file_start_seconds{{table="{SPEC.dir_name}"}}')
+    ]
+    assert float(newest.rsplit(" ", 1)[1]) == hour_start_epoch("20260610", "15")
+    assert tailer.backlog.files >= 1
+    await run_ticks(tailer, 3)
+    assert tailer.backlog.bytes == 0 and tailer.backlog.files == 0
+
+
+async def test_the_backlog_counts_the_current_files_unpublished_bytes_and_later_files_whole(watch: Path):
+    append(hour_path(watch, 13), LINES)
+    append(hour_path(watch, 14), LINES)
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    broker.down_for = 10**9  # nothing is delivered: nothing published
+    tailer = new_tailer(watch, host, broker)
+    task = asyncio.ensure_future(tailer.tick())
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert tailer.backlog.bytes == 2 * len(LINES) and tailer.backlog.files == 2
+    broker.down_for = 0
+    await task
