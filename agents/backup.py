@@ -117,7 +117,7 @@ class BackupWorker:
     async def attempt(self, manifest: BackupSubject) -> None:
         """One try at backing ``manifest``'s file up; records the result and schedules what follows."""
         async with self._one_at_a_time:
-            if self._no_copy_needed(manifest):
+            if await self._no_copy_needed(manifest):
                 return
             sidecar, path = self.sidecar, manifest.path
             started = time.monotonic()
@@ -127,12 +127,12 @@ class BackupWorker:
                     sidecar.settings.watch_dir / path, relpath=path, sha256=manifest.sha256
                 )
             except BackupError as exc:
-                self._failed(manifest, exc)
+                await self._failed(manifest, exc)
                 return
             tries = self.schedule.tries(path, manifest.revision) + 1
             self.schedule.end(path)
             sidecar.metrics.backup_result("noop" if existing else "ok")
-            sidecar.backups[path] = {
+            record = {
                 "status": "ok",
                 "sink": sidecar.sink.name,
                 "attempts": tries,
@@ -141,6 +141,8 @@ class BackupWorker:
                 "revision": manifest.revision,
                 "at": iso_utc(time.time()),
             }
+            if not await sidecar.state_writer.put(sidecar.backups, path, record):
+                return
             sidecar.log.info(
                 "backup",
                 path=path,
@@ -153,19 +155,21 @@ class BackupWorker:
                 seconds=round(time.monotonic() - started, 3),
             )
 
-    def _no_copy_needed(self, manifest: BackupSubject) -> bool:
+    async def _no_copy_needed(self, manifest: BackupSubject) -> bool:
         """True (with the outcome recorded or logged) when ``manifest`` is not to be copied: backups
         are disabled, the file changed after its seal, a later revision supersedes it, or it is done."""
         sidecar, path = self.sidecar, manifest.path
         if isinstance(sidecar.sink, NoBackupSink):
-            sidecar.backups[path] = {"status": "disabled", "sink": sidecar.sink.name, "revision": manifest.revision}
+            await sidecar.state_writer.put(
+                sidecar.backups, path, {"status": "disabled", "sink": sidecar.sink.name, "revision": manifest.revision}
+            )
             return True
         cursor = self._cursor(path)
         if cursor is not None and cursor.stage is CursorStage.REWRITTEN:
             # The file shrank or changed after its seal: what the seal describes is gone for good.
             self.schedule.end(path)
             error = "the file changed after its seal (it shrank or its first bytes changed); the sealed content is gone"
-            sidecar.backups[path] = {
+            record = {
                 "status": "failed",
                 "sink": sidecar.sink.name,
                 "reason": "hash_mismatch",
@@ -173,6 +177,7 @@ class BackupWorker:
                 "revision": manifest.revision,
                 "at": iso_utc(time.time()),
             }
+            await sidecar.state_writer.put(sidecar.backups, path, record)
             sidecar.log.warning("backup_not_possible", path=path, revision=manifest.revision, error=error)
             return True
         if cursor is not None and superseded(cursor, manifest):
@@ -188,12 +193,12 @@ class BackupWorker:
         stored = self.sidecar.offsets.get(path)
         return FileCursor.from_record(stored) if stored is not None else None
 
-    def _failed(self, manifest: BackupSubject, exc: BackupError) -> None:
+    async def _failed(self, manifest: BackupSubject, exc: BackupError) -> None:
         sidecar, path = self.sidecar, manifest.path
         tries = self.schedule.failed(manifest)
         step = after_failure(tries, exc.reason, sidecar.settings.backup_max_tries)
         sidecar.metrics.backup_result("failed")
-        sidecar.backups[path] = {
+        record = {
             "status": "parked" if step.outcome is Outcome.PARK else "failed",
             "sink": sidecar.sink.name,
             "attempts": tries,
@@ -202,6 +207,8 @@ class BackupWorker:
             "revision": manifest.revision,
             "at": iso_utc(time.time()),
         }
+        if not await sidecar.state_writer.put(sidecar.backups, path, record):
+            return
         if step.outcome is Outcome.RETRY:
             self.schedule.retry(manifest, time.monotonic() + step.delay_s)
             sidecar.log.warning(

@@ -13,4 +13,4 @@ def install_progress_agent(sidecar: AgentHost) -> None:
     @sidecar.app.agent(sidecar.progress_topic, name="hyperdata_sidecar.progress")
     async def progress(records: AsyncIterable[dict[str, Any]]) -> None:
         async for record in records:
-            sidecar.apply_progress(record)
+            await sidecar.apply_progress(record)

@@ -106,7 +106,9 @@ async def seal(sidecar: AgentHost, published: PublishedSeals, manifest: SealMani
             if not await backoff.wait(sidecar.pause):
                 return  # stopping: the rotation is handed over again on the next start
     published.add(manifest)
-    sidecar.seals[manifest.path] = {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
+    await sidecar.state_writer.put(
+        sidecar.seals, manifest.path, {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
+    )
 
 
 def install_seal_agent(sidecar: AgentHost) -> None:

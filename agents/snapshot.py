@@ -98,8 +98,7 @@ async def publish(sidecar: AgentHost, published: PublishedSnapshots, event: dict
             if not await backoff.wait(sidecar.pause):
                 return False
     published.add(height)
-    sidecar.snapshots[path] = {**event, "published_at": iso_utc(time.time())}
-    return True
+    return await sidecar.state_writer.put(sidecar.snapshots, path, {**event, "published_at": iso_utc(time.time())})
 
 
 def install_snapshot_agent(sidecar: AgentHost, backups: BackupWorker) -> None:

@@ -22,6 +22,7 @@ from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.state_writer import StateWriter
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,11 @@ class AgentHost(Protocol):
         """Sleep up to ``seconds``, waking early when the worker stops; False if it is stopping."""
         ...
 
-    def apply_progress(self, record: dict[str, Any]) -> None:
+    @property
+    def state_writer(self) -> StateWriter:
+        """Every table write goes through it (a refused write is retried, never dropped)."""
+        ...
+
+    async def apply_progress(self, record: dict[str, Any]) -> None:
         """Apply one progress record to the tables (the ``progress`` agent)."""
         ...

@@ -119,6 +119,10 @@ class TailerHost(Protocol):
     async def pause(self, seconds: float) -> bool:
         """Back off for up to ``seconds``; False (early) when the worker is stopping."""
 
+    def state_problem(self) -> str | None:
+        """Why the state store cannot take writes now (None when it can). While it is not None the
+        tailer reads nothing new: cycles in flight settle and are checkpointed, nothing past them is published."""
+
 
 class Abandoned(Exception):
     """The worker is stopping; cycles in flight were not checkpointed."""
@@ -251,6 +255,8 @@ class TableTailer:
         """One poll: catch every file up as far as it has grown, finalize what is finished."""
         started = time.perf_counter()
         await self._settle_all()  # cycles left by an interrupted tick
+        if self.host.state_problem() is not None:
+            return
         hours = self._scan()
         if hours:
             self.host.metrics.set_newest_hour_file(self.table, hour_start_epoch(hours[-1].date, hours[-1].hour))
