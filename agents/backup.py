@@ -35,6 +35,7 @@ from hyperdata_sidecar.agents.rotations import manifests
 
 from hyperdata_sidecar.backup import BackupError, NoBackupSink
 from hyperdata_sidecar.core.backup_plan import BackupSubject, Outcome, RetrySchedule, after_failure, superseded
+from hyperdata_sidecar.core.backup_status import BackupStatus, status_of
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.snapshots import SnapshotBackup
@@ -133,7 +134,7 @@ class BackupWorker:
             self.schedule.end(path)
             sidecar.metrics.backup_result("noop" if existing else "ok")
             record = {
-                "status": "ok",
+                "status": BackupStatus.OK.value,
                 "sink": sidecar.sink.name,
                 "attempts": tries,
                 "ref": ref,
@@ -161,7 +162,9 @@ class BackupWorker:
         sidecar, path = self.sidecar, manifest.path
         if isinstance(sidecar.sink, NoBackupSink):
             await sidecar.state_writer.put(
-                sidecar.backups, path, {"status": "disabled", "sink": sidecar.sink.name, "revision": manifest.revision}
+                sidecar.backups,
+                path,
+                {"status": BackupStatus.DISABLED.value, "sink": sidecar.sink.name, "revision": manifest.revision},
             )
             return True
         cursor = self._cursor(path)
@@ -170,7 +173,7 @@ class BackupWorker:
             self.schedule.end(path)
             error = "the file changed after its seal (it shrank or its first bytes changed); the sealed content is gone"
             record = {
-                "status": "failed",
+                "status": BackupStatus.FAILED.value,
                 "sink": sidecar.sink.name,
                 "reason": "hash_mismatch",
                 "error": error,
@@ -184,7 +187,7 @@ class BackupWorker:
             sidecar.log.info("backup_superseded", path=path, revision=manifest.revision)
             return True
         known = sidecar.backups.get(path)
-        if known is not None and known.get("status") == "ok" and revision_of(known) >= manifest.revision:
+        if known is not None and status_of(known) is BackupStatus.OK and revision_of(known) >= manifest.revision:
             self.schedule.end(path)
             return True
         return False
@@ -199,7 +202,7 @@ class BackupWorker:
         step = after_failure(tries, exc.reason, sidecar.settings.backup_max_tries)
         sidecar.metrics.backup_result("failed")
         record = {
-            "status": "parked" if step.outcome is Outcome.PARK else "failed",
+            "status": (BackupStatus.PARKED if step.outcome is Outcome.PARK else BackupStatus.FAILED).value,
             "sink": sidecar.sink.name,
             "attempts": tries,
             "reason": exc.reason,

@@ -24,6 +24,7 @@ from hyperdata_sidecar import metadata_backoff
 from hyperdata_sidecar.backup import make_sink
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
 from hyperdata_sidecar.core.backoff import Backoff
+from hyperdata_sidecar.core.backup_status import status_of
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.lifecycle import Lifecycle, Phase
@@ -376,8 +377,8 @@ class Sidecar:
         for cursor in cursors:
             if cursor.stage is not CursorStage.FINALIZED:
                 continue
-            backup = self.backups.get(cursor.path) or {}
-            backed_up = backup.get("status") in ("ok", "disabled") and revision_of(backup) >= cursor.revision
+            backup = self.backups.get(cursor.path)
+            backed_up = status_of(backup).is_done and revision_of(backup) >= cursor.revision
             if self.sealed(cursor.path, cursor.revision) and backed_up:
                 continue
             manifest = manifest_from_cursor(cursor, self.settings.node_id)
@@ -389,7 +390,7 @@ class Sidecar:
         """Hand published snapshots whose backup is not done to the snapshot agent again (it skips
         publishing them and backs them up)."""
         for path, event in list(self.snapshots.items()):
-            if (self.backups.get(path) or {}).get("status") not in ("ok", "disabled"):
+            if not status_of(self.backups.get(path)).is_done:
                 await self.announce({k: v for k, v in event.items() if k != "published_at"})
 
     # ------------------------------------------------------------------ agent side (inside stream events)

@@ -57,6 +57,7 @@ class StateWriter:
         self._pause = pause
         self._reopen = reopen
         self.problem: str | None = None  # why the last write was refused, until one is taken again
+        self._refused_since_taken = 0
 
     async def put(self, table: Table, key: str, value: Any) -> bool:
         """Set ``table[key] = value``; False only when the worker stopped before the store took it."""
@@ -86,6 +87,7 @@ class StateWriter:
     def _refused(self, key: str, exc: Exception, retry_in_s: float) -> None:
         error = str(exc) or type(exc).__name__
         self.problem = f"STATE_PATH {self._state_dir}: {error}"
+        self._refused_since_taken += 1
         self._metrics.state_persist_failed()
         self._log.limited(
             logging.ERROR,
@@ -108,8 +110,9 @@ class StateWriter:
 
     def _taken(self) -> None:
         if self.problem is not None:
+            self._log.info("state_writable_again", state_dir=self._state_dir, refused_writes=self._refused_since_taken)
             self.problem = None
-            self._log.info("state_writable_again", state_dir=self._state_dir)
+            self._refused_since_taken = 0
 
 
 def reopen_rocksdb(table: Table) -> None:
