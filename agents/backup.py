@@ -42,7 +42,7 @@ from hyperdata_sidecar.core.snapshots import SnapshotBackup
 from hyperdata_sidecar.core.times import iso_utc
 
 if TYPE_CHECKING:
-    from hyperdata_sidecar.ports import AgentHost
+    from hyperdata_sidecar.ports import BackupAgentHost
 
 RETRY_TICK_S = 1.0  # how often due retries are looked for
 
@@ -50,7 +50,7 @@ RETRY_TICK_S = 1.0  # how often due retries are looked for
 class BackupWorker:
     """Makes backup attempts for one sidecar and schedules the retries of the failed ones."""
 
-    def __init__(self, sidecar: AgentHost) -> None:
+    def __init__(self, sidecar: BackupAgentHost) -> None:
         self.sidecar = sidecar
         self.schedule = RetrySchedule()
         self._one_at_a_time = asyncio.Lock()
@@ -232,12 +232,12 @@ class BackupWorker:
             sidecar.log.warning("backup_failed", path=path, attempt=tries, reason=exc.reason, error=str(exc), retry_in_s=None)
 
 
-def install_backup_agent(sidecar: AgentHost) -> BackupWorker:
+def install_backup_agent(sidecar: BackupAgentHost) -> BackupWorker:
     worker = BackupWorker(sidecar)
 
     @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.backup")
     async def back_up_files(rotations: AsyncIterable[bytes]) -> None:
-        async for manifest in manifests(sidecar, rotations):
+        async for manifest in manifests(sidecar.log, rotations):
             await worker.attempt(manifest)
 
     @sidecar.app.agent(sidecar.backup_attempts_topic, name="hyperdata_sidecar.backup_attempts")
