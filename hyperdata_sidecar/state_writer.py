@@ -76,13 +76,37 @@ class StateWriter:
                 if not is_refusal(exc):
                     raise
                 self._refused(key, exc, backoff.delay)
-                if not await backoff.wait(self._pause):
-                    self._log.warning("state_write_abandoned", state_dir=self._state_dir, path=key, note="the worker is stopping")
+                if not await self._reopened(table, key, backoff):
                     return False
-                self._reopen_quietly(table)
                 continue
             self._taken()
             return True
+
+    async def _reopened(self, table: Table, key: str, backoff: Backoff) -> bool:
+        """Back off and reopen ``table``'s store until it opens read-write; False if the worker stops first.
+
+        While the disk is still full the store opens read-only: the write is not tried again then
+        (it could only fail for that), and readiness shows the reopen's error, which names the disk.
+        """
+        while await backoff.wait(self._pause):
+            try:
+                self._reopen(table)
+            except Exception as exc:
+                if not is_refusal(exc):
+                    raise
+                self.problem = f"STATE_PATH {self._state_dir}: {exc}"
+                self._log.limited(
+                    logging.ERROR,
+                    "state_reopen_failed",
+                    self._state_dir,
+                    FAILED_LOG_EVERY_S,
+                    state_dir=self._state_dir,
+                    error=str(exc),
+                )
+                continue
+            return True
+        self._log.warning("state_write_abandoned", state_dir=self._state_dir, path=key, note="the worker is stopping")
+        return False
 
     def _refused(self, key: str, exc: Exception, retry_in_s: float) -> None:
         error = str(exc) or type(exc).__name__
@@ -99,14 +123,6 @@ class StateWriter:
             error=error,
             retry_in_s=retry_in_s,
         )
-
-    def _reopen_quietly(self, table: Table) -> None:
-        # Reopening fails while the disk is still full; the next write says so again.
-        try:
-            self._reopen(table)
-        except Exception as exc:
-            if not is_refusal(exc):
-                raise
 
     def _taken(self) -> None:
         if self.problem is not None:

@@ -119,18 +119,23 @@ async def test_an_error_that_is_not_a_refusal_is_raised_not_retried():
     assert shell.pauses == [] and failures(metrics) == 0
 
 
-async def test_a_reopen_that_fails_while_the_disk_is_full_is_retried_with_the_write():
-    table, metrics = FullDiskTable(refusals=2), SidecarMetrics()
-    reopens: list[int] = []
+async def test_while_the_store_cannot_be_reopened_the_write_waits_and_readiness_names_the_reopen_error():
+    table, metrics = FullDiskTable(refusals=1), SidecarMetrics()
+    reopens: list[str | None] = []
 
     def reopen(_: Any) -> None:
-        reopens.append(1)
-        if len(reopens) == 1:
-            raise Exception(ENOSPC)
+        reopens.append(writer.problem)
+        if len(reopens) <= 2:
+            raise Exception("IO error: No space left on device: While appending to file: /state/000009.sst")
 
     async def pause(seconds: float) -> bool:
         return True
 
     writer = StateWriter(metrics, EventLog(logging.getLogger("tests.state")), "/state", pause, reopen)
     assert await writer.put(table, "k", 1) is True
-    assert table == {"k": 1} and len(reopens) == 2
+    assert table == {"k": 1} and failures(metrics) == 1  # no write is tried on a store that did not reopen
+    assert reopens == [
+        f"STATE_PATH /state: {ENOSPC}",
+        "STATE_PATH /state: IO error: No space left on device: While appending to file: /state/000009.sst",
+        "STATE_PATH /state: IO error: No space left on device: While appending to file: /state/000009.sst",
+    ]
