@@ -1,4 +1,4 @@
-"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9b, 12) at CI scale, against the session's broker.
+"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9b, 12, 13) at CI scale, against the session's broker.
 
 The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all of them at full scale);
 each test runs one and asserts every check it made.
