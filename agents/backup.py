@@ -35,13 +35,14 @@ from hyperdata_sidecar.agents.rotations import manifests
 
 from hyperdata_sidecar.backup import BackupError, NoBackupSink
 from hyperdata_sidecar.core.backup_plan import BackupSubject, Outcome, RetrySchedule, after_failure, superseded
+from hyperdata_sidecar.core.backup_status import BackupStatus, status_of
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.snapshots import SnapshotBackup
 from hyperdata_sidecar.core.times import iso_utc
 
 if TYPE_CHECKING:
-    from hyperdata_sidecar.ports import AgentHost
+    from hyperdata_sidecar.ports import BackupAgentHost
 
 RETRY_TICK_S = 1.0  # how often due retries are looked for
 
@@ -49,7 +50,7 @@ RETRY_TICK_S = 1.0  # how often due retries are looked for
 class BackupWorker:
     """Makes backup attempts for one sidecar and schedules the retries of the failed ones."""
 
-    def __init__(self, sidecar: AgentHost) -> None:
+    def __init__(self, sidecar: BackupAgentHost) -> None:
         self.sidecar = sidecar
         self.schedule = RetrySchedule()
         self._one_at_a_time = asyncio.Lock()
@@ -117,7 +118,7 @@ class BackupWorker:
     async def attempt(self, manifest: BackupSubject) -> None:
         """One try at backing ``manifest``'s file up; records the result and schedules what follows."""
         async with self._one_at_a_time:
-            if self._no_copy_needed(manifest):
+            if await self._no_copy_needed(manifest):
                 return
             sidecar, path = self.sidecar, manifest.path
             started = time.monotonic()
@@ -127,13 +128,13 @@ class BackupWorker:
                     sidecar.settings.watch_dir / path, relpath=path, sha256=manifest.sha256
                 )
             except BackupError as exc:
-                self._failed(manifest, exc)
+                await self._failed(manifest, exc)
                 return
             tries = self.schedule.tries(path, manifest.revision) + 1
             self.schedule.end(path)
             sidecar.metrics.backup_result("noop" if existing else "ok")
-            sidecar.backups[path] = {
-                "status": "ok",
+            record = {
+                "status": BackupStatus.OK.value,
                 "sink": sidecar.sink.name,
                 "attempts": tries,
                 "ref": ref,
@@ -141,6 +142,8 @@ class BackupWorker:
                 "revision": manifest.revision,
                 "at": iso_utc(time.time()),
             }
+            if not await sidecar.state_writer.put(sidecar.backups, path, record):
+                return
             sidecar.log.info(
                 "backup",
                 path=path,
@@ -153,33 +156,38 @@ class BackupWorker:
                 seconds=round(time.monotonic() - started, 3),
             )
 
-    def _no_copy_needed(self, manifest: BackupSubject) -> bool:
+    async def _no_copy_needed(self, manifest: BackupSubject) -> bool:
         """True (with the outcome recorded or logged) when ``manifest`` is not to be copied: backups
         are disabled, the file changed after its seal, a later revision supersedes it, or it is done."""
         sidecar, path = self.sidecar, manifest.path
         if isinstance(sidecar.sink, NoBackupSink):
-            sidecar.backups[path] = {"status": "disabled", "sink": sidecar.sink.name, "revision": manifest.revision}
+            await sidecar.state_writer.put(
+                sidecar.backups,
+                path,
+                {"status": BackupStatus.DISABLED.value, "sink": sidecar.sink.name, "revision": manifest.revision},
+            )
             return True
         cursor = self._cursor(path)
         if cursor is not None and cursor.stage is CursorStage.REWRITTEN:
             # The file shrank or changed after its seal: what the seal describes is gone for good.
             self.schedule.end(path)
             error = "the file changed after its seal (it shrank or its first bytes changed); the sealed content is gone"
-            sidecar.backups[path] = {
-                "status": "failed",
+            record = {
+                "status": BackupStatus.FAILED.value,
                 "sink": sidecar.sink.name,
                 "reason": "hash_mismatch",
                 "error": error,
                 "revision": manifest.revision,
                 "at": iso_utc(time.time()),
             }
+            await sidecar.state_writer.put(sidecar.backups, path, record)
             sidecar.log.warning("backup_not_possible", path=path, revision=manifest.revision, error=error)
             return True
         if cursor is not None and superseded(cursor, manifest):
             sidecar.log.info("backup_superseded", path=path, revision=manifest.revision)
             return True
         known = sidecar.backups.get(path)
-        if known is not None and known.get("status") == "ok" and revision_of(known) >= manifest.revision:
+        if known is not None and status_of(known) is BackupStatus.OK and revision_of(known) >= manifest.revision:
             self.schedule.end(path)
             return True
         return False
@@ -188,13 +196,13 @@ class BackupWorker:
         stored = self.sidecar.offsets.get(path)
         return FileCursor.from_record(stored) if stored is not None else None
 
-    def _failed(self, manifest: BackupSubject, exc: BackupError) -> None:
+    async def _failed(self, manifest: BackupSubject, exc: BackupError) -> None:
         sidecar, path = self.sidecar, manifest.path
         tries = self.schedule.failed(manifest)
         step = after_failure(tries, exc.reason, sidecar.settings.backup_max_tries)
         sidecar.metrics.backup_result("failed")
-        sidecar.backups[path] = {
-            "status": "parked" if step.outcome is Outcome.PARK else "failed",
+        record = {
+            "status": (BackupStatus.PARKED if step.outcome is Outcome.PARK else BackupStatus.FAILED).value,
             "sink": sidecar.sink.name,
             "attempts": tries,
             "reason": exc.reason,
@@ -202,6 +210,8 @@ class BackupWorker:
             "revision": manifest.revision,
             "at": iso_utc(time.time()),
         }
+        if not await sidecar.state_writer.put(sidecar.backups, path, record):
+            return
         if step.outcome is Outcome.RETRY:
             self.schedule.retry(manifest, time.monotonic() + step.delay_s)
             sidecar.log.warning(
@@ -222,12 +232,12 @@ class BackupWorker:
             sidecar.log.warning("backup_failed", path=path, attempt=tries, reason=exc.reason, error=str(exc), retry_in_s=None)
 
 
-def install_backup_agent(sidecar: AgentHost) -> BackupWorker:
+def install_backup_agent(sidecar: BackupAgentHost) -> BackupWorker:
     worker = BackupWorker(sidecar)
 
     @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.backup")
     async def back_up_files(rotations: AsyncIterable[bytes]) -> None:
-        async for manifest in manifests(sidecar, rotations):
+        async for manifest in manifests(sidecar.log, rotations):
             await worker.attempt(manifest)
 
     @sidecar.app.agent(sidecar.backup_attempts_topic, name="hyperdata_sidecar.backup_attempts")

@@ -6,11 +6,11 @@ from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hyperdata_sidecar.ports import AgentHost
+    from hyperdata_sidecar.ports import ProgressAgentHost
 
 
-def install_progress_agent(sidecar: AgentHost) -> None:
+def install_progress_agent(sidecar: ProgressAgentHost) -> None:
     @sidecar.app.agent(sidecar.progress_topic, name="hyperdata_sidecar.progress")
     async def progress(records: AsyncIterable[dict[str, Any]]) -> None:
         async for record in records:
-            sidecar.apply_progress(record)
+            await sidecar.apply_progress(record)

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator
-from typing import TYPE_CHECKING
 
 from hyperdata_sidecar.core.seal import SealManifest
-
-if TYPE_CHECKING:
-    from hyperdata_sidecar.ports import AgentHost
+from hyperdata_sidecar.logs import EventLog
 
 
-async def manifests(sidecar: AgentHost, rotations: AsyncIterable[bytes]) -> AsyncIterator[SealManifest]:
+async def manifests(log: EventLog, rotations: AsyncIterable[bytes]) -> AsyncIterator[SealManifest]:
     """The rotation records of ``rotations`` as manifests; a record that is not one is logged and skipped."""
     async for value in rotations:
         try:
             yield SealManifest.from_json(value)
         except ValueError as exc:
-            sidecar.log.error("bad_rotation_record", error=str(exc))
+            log.error("bad_rotation_record", error=str(exc))

@@ -9,35 +9,27 @@ and is sealed again.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING
 
 import orjson
-from aiokafka.errors import KafkaError
-from confluent_kafka import KafkaException
+from hyperdata_sidecar.agents.publish_once import Published, publish_once
 from hyperdata_sidecar.agents.rotations import manifests
 from hyperdata_sidecar.agents.topic import topic_values
 
-from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.times import epoch_of, iso_utc
 
 if TYPE_CHECKING:
-    from hyperdata_sidecar.ports import AgentHost
-
-FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
-STOP_CHECK_S = 0.5
-SEAL_TOPIC_READ_TIMEOUT_S = 60.0  # reading the seal topic once; a broker outage must not hang the agent
+    from hyperdata_sidecar.ports import SealAgentHost
 
 
 class PublishedSeals:
     """The latest revision of each path this node already sealed, as the seal topic itself records
     them (read once)."""
 
-    def __init__(self, sidecar: AgentHost) -> None:
+    def __init__(self, sidecar: SealAgentHost) -> None:
         self._sidecar = sidecar
         self._revisions: dict[str, int] | None = None
 
@@ -64,55 +56,47 @@ class PublishedSeals:
         return revisions
 
 
-async def seal(sidecar: AgentHost, published: PublishedSeals, manifest: SealManifest) -> None:
+async def seal(sidecar: SealAgentHost, published: PublishedSeals, manifest: SealManifest) -> None:
     """Publish the seal of ``manifest`` unless it (or a later revision) exists; record it in the seals
     table. Runs in the agent."""
     if revision_of(sidecar.seals.get(manifest.path)) >= manifest.revision:
         sidecar.log.info("seal_already_recorded", path=manifest.path, revision=manifest.revision)
         return
-    while not sidecar.connected:
-        if not await sidecar.pause(STOP_CHECK_S):
-            return
-    backoff = Backoff(FIRST_BACKOFF_S, MAX_BACKOFF_S)
-    while True:
-        try:
-            if await asyncio.wait_for(published.contains(manifest), SEAL_TOPIC_READ_TIMEOUT_S):
-                sidecar.log.info("seal_found_on_topic", path=manifest.path, revision=manifest.revision)
-            else:
-                await sidecar.dataplane.send(sidecar.settings.topic_seals, manifest.key.encode(), manifest.to_json())
-                latency = time.time() - (epoch_of(manifest.finalized_at) or time.time())
-                sidecar.metrics.seal_emitted(manifest.table, latency)
-                sidecar.log.info(
-                    "seal",
-                    table=manifest.table,
-                    path=manifest.path,
-                    size=manifest.size,
-                    sha256=manifest.sha256,
-                    block_range=manifest.block_range,
-                    lines=manifest.lines,
-                    dlq_lines=manifest.dlq_lines,
-                    revision=manifest.revision,
-                    block_regressions=manifest.block_regressions,
-                    seal_lag_s=round(latency, 3),
-                )
-            break
-        except (TimeoutError, KafkaException, KafkaError, OSError) as exc:
-            # The data plane never gives a record up while the broker is away; what fails here is a
-            # refusal (seal topic missing, not authorized) or the one read of the seal topic.
-            sidecar.metrics.producer_error("seal")
-            sidecar.log.limited(
-                logging.WARNING, "seal_failed", manifest.path, 10.0, path=manifest.path, error=str(exc), retry_in_s=backoff.delay
-            )
-            if not await backoff.wait(sidecar.pause):
-                return  # stopping: the rotation is handed over again on the next start
+
+    async def send() -> None:
+        await sidecar.dataplane.send(sidecar.settings.topic_seals, manifest.key.encode(), manifest.to_json())
+
+    outcome = await publish_once(sidecar, "seal", manifest.path, lambda: published.contains(manifest), send)
+    if outcome is Published.STOPPED:
+        return  # the rotation is handed over again on the next start
+    if outcome is Published.ON_TOPIC:
+        sidecar.log.info("seal_found_on_topic", path=manifest.path, revision=manifest.revision)
+    else:
+        latency = time.time() - (epoch_of(manifest.finalized_at) or time.time())
+        sidecar.metrics.seal_emitted(manifest.table, latency)
+        sidecar.log.info(
+            "seal",
+            table=manifest.table,
+            path=manifest.path,
+            size=manifest.size,
+            sha256=manifest.sha256,
+            block_range=manifest.block_range,
+            lines=manifest.lines,
+            dlq_lines=manifest.dlq_lines,
+            revision=manifest.revision,
+            block_regressions=manifest.block_regressions,
+            seal_lag_s=round(latency, 3),
+        )
     published.add(manifest)
-    sidecar.seals[manifest.path] = {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
+    await sidecar.state_writer.put(
+        sidecar.seals, manifest.path, {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
+    )
 
 
-def install_seal_agent(sidecar: AgentHost) -> None:
+def install_seal_agent(sidecar: SealAgentHost) -> None:
     published = PublishedSeals(sidecar)
 
     @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.seal")
     async def seal_files(rotations: AsyncIterable[bytes]) -> None:
-        async for manifest in manifests(sidecar, rotations):
+        async for manifest in manifests(sidecar.log, rotations):
             await seal(sidecar, published, manifest)

@@ -10,34 +10,26 @@ then backed up through the same worker as the hour files (its result lands in ``
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiokafka.errors import KafkaError
-from confluent_kafka import KafkaException
 from hyperdata_sidecar.agents.backup import BackupWorker
+from hyperdata_sidecar.agents.publish_once import Published, publish_once
 from hyperdata_sidecar.agents.topic import topic_values
 
-from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.snapshots import SnapshotBackup
 from hyperdata_sidecar.core.times import iso_utc
 
 if TYPE_CHECKING:
-    from hyperdata_sidecar.ports import AgentHost
-
-FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
-STOP_CHECK_S = 0.5
-TOPIC_READ_TIMEOUT_S = 60.0  # reading the snapshot topic once; a broker outage must not hang the agent
+    from hyperdata_sidecar.ports import SnapshotAgentHost
 
 
 class PublishedSnapshots:
     """The heights this node already announced, as the snapshot topic itself records them (read once)."""
 
-    def __init__(self, sidecar: AgentHost) -> None:
+    def __init__(self, sidecar: SnapshotAgentHost) -> None:
         self._sidecar = sidecar
         self._heights: set[int] | None = None
 
@@ -63,46 +55,32 @@ class PublishedSnapshots:
         return heights
 
 
-async def publish(sidecar: AgentHost, published: PublishedSnapshots, event: dict[str, Any]) -> bool:
+async def publish(sidecar: SnapshotAgentHost, published: PublishedSnapshots, event: dict[str, Any]) -> bool:
     """Publish ``event`` unless it is published already; record it in the snapshots table. False
     when the worker stopped first (the watcher announces it again on the next start)."""
     path, height = event["path"], int(event["height"])
     if sidecar.snapshots.get(path) is not None:
         sidecar.log.info("snapshot_already_recorded", path=path, height=height)
         return True
-    while not sidecar.connected:
-        if not await sidecar.pause(STOP_CHECK_S):
-            return False
-    backoff = Backoff(FIRST_BACKOFF_S, MAX_BACKOFF_S)
-    while True:
-        try:
-            if await asyncio.wait_for(published.contains(height), TOPIC_READ_TIMEOUT_S):
-                sidecar.log.info("snapshot_found_on_topic", path=path, height=height)
-            else:
-                await sidecar.dataplane.send(sidecar.settings.topic_snapshots, str(height).encode(), orjson.dumps(event))
-                sidecar.metrics.snapshot_emitted()
-                sidecar.log.info(
-                    "snapshot",
-                    path=path,
-                    height=height,
-                    size=event["size"],
-                    sha256=event["sha256"],
-                    partial=event.get("partial", []),
-                )
-            break
-        except (TimeoutError, KafkaException, KafkaError, OSError) as exc:
-            sidecar.metrics.producer_error("snapshot")
-            sidecar.log.limited(
-                logging.WARNING, "snapshot_event_failed", path, 10.0, path=path, error=str(exc), retry_in_s=backoff.delay
-            )
-            if not await backoff.wait(sidecar.pause):
-                return False
+
+    async def send() -> None:
+        await sidecar.dataplane.send(sidecar.settings.topic_snapshots, str(height).encode(), orjson.dumps(event))
+
+    outcome = await publish_once(sidecar, "snapshot", path, lambda: published.contains(height), send)
+    if outcome is Published.STOPPED:
+        return False
+    if outcome is Published.ON_TOPIC:
+        sidecar.log.info("snapshot_found_on_topic", path=path, height=height)
+    else:
+        sidecar.metrics.snapshot_emitted()
+        sidecar.log.info(
+            "snapshot", path=path, height=height, size=event["size"], sha256=event["sha256"], partial=event.get("partial", [])
+        )
     published.add(height)
-    sidecar.snapshots[path] = {**event, "published_at": iso_utc(time.time())}
-    return True
+    return await sidecar.state_writer.put(sidecar.snapshots, path, {**event, "published_at": iso_utc(time.time())})
 
 
-def install_snapshot_agent(sidecar: AgentHost, backups: BackupWorker) -> None:
+def install_snapshot_agent(sidecar: SnapshotAgentHost, backups: BackupWorker) -> None:
     published = PublishedSnapshots(sidecar)
 
     @sidecar.app.agent(sidecar.snapshot_events_topic, name="hyperdata_sidecar.snapshot")

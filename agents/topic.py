@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 if TYPE_CHECKING:
-    from hyperdata_sidecar.ports import AgentHost
+    from hyperdata_sidecar.ports import TopicReaderHost
 
 
-async def topic_values(host: AgentHost, topic: str) -> list[bytes]:
+async def topic_values(host: TopicReaderHost, topic: str) -> list[bytes]:
     """The values of every record of ``topic`` (one of the data plane's topics), from its beginning
     to its end offsets of the moment the read starts."""
     settings = host.settings

@@ -142,7 +142,9 @@ class SidecarMetrics:
             buckets=SEAL_LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self._persist_failures = counter("state_persist_failures_total", "Failed checkpoint writes.")
+        self._persist_failures = counter(
+            "state_persist_failures_total", "Failed state writes (checkpoints not sent, table writes the state store refused)."
+        )
         self._dlq = counter("dlq_lines_total", "Lines sent to the DLQ.", ("table", "reason"))
         self._backups = counter("backups_total", "Backup attempts by result (ok, noop, failed).", ("result",))
         self._producer_errors = counter("producer_errors_total", "Data-plane producer errors by kind.", ("kind",))

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
-from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import confluent_kafka
@@ -26,19 +24,23 @@ from hyperdata_sidecar import metadata_backoff
 from hyperdata_sidecar.backup import make_sink
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
 from hyperdata_sidecar.core.backoff import Backoff
+from hyperdata_sidecar.core.backup_status import status_of
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.lifecycle import Lifecycle, Phase
 from hyperdata_sidecar.core.records import Regression
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.tables import TABLES
-from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
+from hyperdata_sidecar.incidents import IncidentHistory
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.ports import TrackedView
+from hyperdata_sidecar.progress_topic import ProgressTopic
+from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.snapshot_offsets import OffsetsUnavailable, resume_offsets
 from hyperdata_sidecar.snapshots import SnapshotWatcher
+from hyperdata_sidecar.state_writer import StateWriter, reopen_rocksdb
 from hyperdata_sidecar.tailer import Abandoned, TableTailer
 from hyperdata_sidecar.topics import apply_contract, load_contract
 
@@ -50,25 +52,30 @@ STOP_CHECK_S = 0.5  # how soon a back-off notices that the worker is stopping
 CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
 SNAPSHOT_POLL_S = 1.0  # how often periodic_abci_states is looked at (a few snapshots an hour)
 READINESS_EVERY_S = 1.0  # holds, unreadable trees and a vanished WATCH_DIR come and go between moves
-LOST_FILES_SHOWN = 20  # lost files kept for the status page (and as many late appends and rewritten sealed files)
 
 
 class Sidecar:
-    """The sidecar's parts on one Faust app. Created by :func:`install`; reach it as ``app._hyperdata_sidecar``."""
+    """The sidecar's parts on one Faust app. Created by :func:`install`; reach it as ``app._hyperdata_sidecar``.
+
+    It wires the rooms together and hosts the tailers and the snapshot watcher: readiness
+    (:class:`Readiness`), the incident history (:class:`IncidentHistory`), the progress topic and
+    start-up barrier (:class:`ProgressTopic`) and every table write (:class:`StateWriter`) each
+    live in a module of their own.
+    """
 
     def __init__(self, app: faust.App, settings: Settings) -> None:
         self.app = app
         self.settings = settings
         self.metrics = SidecarMetrics()
         self.log = EventLog(node=settings.node_id)
+        self.state_writer = StateWriter(self.metrics, self.log, str(settings.state_path), self.pause, reopen_rocksdb)
+        self.readiness = Readiness(settings, self.metrics, self.log, self.state_problem)
+        self.incidents = IncidentHistory(self.metrics, self.log)
         self.dataplane = DataPlane(
-            settings, self.log, on_broker=self.broker_state, on_error=self.metrics.producer_error, on_fatal=self._fatal
+            settings, self.log, on_broker=self.readiness.broker_state, on_error=self.metrics.producer_error, on_fatal=self._fatal
         )
         self.sink = make_sink(settings.backup_sink, settings.backup_dir)
         prefix = app.conf.id
-        self.progress_topic = app.topic(
-            f"{prefix}-sidecar-progress", partitions=1, internal=True, key_serializer="json", value_serializer="json"
-        )
         self.rotations_topic = app.topic(
             f"{prefix}-sidecar-rotations", partitions=1, internal=True, key_serializer="json", value_serializer="raw"
         )
@@ -85,57 +92,76 @@ class Sidecar:
         self.snapshots = app.Table(
             "sidecar-snapshots", partitions=1, store="rocksdb://", schema=schema, help="published node snapshot events"
         )
+        progress_topic = app.topic(
+            f"{prefix}-sidecar-progress", partitions=1, internal=True, key_serializer="json", value_serializer="json"
+        )
+        self.progress = ProgressTopic(
+            progress_topic,
+            self.offsets,
+            (self.offsets, self.seals, self.backups, self.snapshots),
+            self.state_writer,
+            self.metrics,
+            self.log,
+        )
         self.snapshot_watcher: SnapshotWatcher | None = None
         self.tailers: dict[str, TableTailer] = {}
-        self.lifecycle = Lifecycle()
-        self.broker_connected = False
         self.started_at = time.time()
         self.run_id = uuid.uuid4().hex  # this process's backup attempt records carry it
-        self.holds: dict[str, str] = {}  # table -> why it cannot publish now
-        self.unreadable: dict[str, str] = {}  # table -> the error of its last poll, while its polls fail
-        self.broker_wait: str | None = None  # while the worker waits for the broker at start: why
-        self.lost: deque[dict[str, Any]] = deque(maxlen=LOST_FILES_SHOWN)
-        self.late_appends: deque[dict[str, Any]] = deque(maxlen=LOST_FILES_SHOWN)
-        self.rewritten: deque[dict[str, Any]] = deque(maxlen=LOST_FILES_SHOWN)
-        self.regressions: dict[str, dict[str, Any]] = {}  # table -> how many since start, and the last one
         self._sync_lock = asyncio.Lock()
-        self._barriers: dict[str, asyncio.Future] = {}
 
     # ------------------------------------------------------------------ lifecycle and readiness
 
-    def move_to(self, phase: Phase) -> None:
-        """Move the lifecycle to ``phase`` (an illegal move raises) and write readiness."""
-        self.lifecycle.move(phase)
-        self.log.info("lifecycle", phase=phase.value)
-        self.refresh_readiness()
+    @property
+    def lifecycle(self) -> Lifecycle:
+        return self.readiness.lifecycle
 
-    def refresh_readiness(self) -> None:
-        """The one writer of the readiness gauge (on every lifecycle move, and every second)."""
-        self.metrics.set_ready(not self.not_ready_reasons())
+    def move_to(self, phase: Phase) -> None:
+        self.readiness.move_to(phase)
 
     def not_ready_reasons(self) -> list[str]:
-        """Why the sidecar is not ready; empty when it is (running, producer connected, WATCH_DIR readable)."""
-        reasons = []
-        not_running = self.lifecycle.not_running_reason()
-        if not_running is not None:
-            reasons.append(not_running)
-        if self.broker_wait is not None:
-            reasons.append(self.broker_wait)
-        elif not self.broker_connected and self.lifecycle.phase is not Phase.STOPPING:
-            reasons.append(f"broker unreachable ({self.settings.kafka_bootstrap})")
-        reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(self.holds.items())]
-        reasons += [
-            f"{table}: cannot read the watched tree, keeping its position: {error}"
-            for table, error in sorted(self.unreadable.items())
-        ]
-        watch = self.settings.watch_dir
-        if not (os.path.isdir(watch) and os.access(watch, os.R_OK | os.X_OK)):
-            reasons.append(f"WATCH_DIR {watch} is not a readable directory")
-        return reasons
+        return self.readiness.not_ready_reasons()
+
+    @property
+    def broker_connected(self) -> bool:
+        return self.readiness.broker_connected
 
     @property
     def connected(self) -> bool:
         return self.lifecycle.connected
+
+    def state_problem(self) -> str | None:
+        """Why the state store cannot take writes now (None when it can)."""
+        return self.state_writer.problem
+
+    # ------------------------------------------------------------------ incidents (read model and TailerHost)
+
+    @property
+    def lost(self) -> Sequence[Mapping[str, Any]]:
+        return self.incidents.lost
+
+    @property
+    def late_appends(self) -> Sequence[Mapping[str, Any]]:
+        return self.incidents.late_appends
+
+    @property
+    def rewritten(self) -> Sequence[Mapping[str, Any]]:
+        return self.incidents.rewritten
+
+    @property
+    def regressions(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.incidents.regressions
+
+    def file_lost(self, table: str, path: str, reason: str, published_to: int, size_seen: int) -> None:
+        self.incidents.file_lost(table, path, reason, published_to, size_seen)
+
+    def block_regression(self, table: str, path: str, regression: Regression) -> None:
+        self.incidents.block_regression(table, path, regression)
+
+    def late_append(self, table: str, path: str, revision: int, sealed_size: int, size: int) -> None:
+        self.incidents.late_append(table, path, revision, sealed_size, size)
+
+    def sealed_file_rewritten(self, table: str, path: str, reason: str, sealed_size: int, size: int) -> None:
+        self.incidents.sealed_file_rewritten(table, path, reason, sealed_size, size)
 
     # ------------------------------------------------------------------ SidecarView (the read model of web/)
 
@@ -171,78 +197,19 @@ class Sidecar:
         return bool(self.app.should_stop)
 
     async def checkpoint(self, cursor: FileCursor) -> None:
-        """Send ``cursor`` to the progress agent. A failed send is counted and logged, not raised: the
-        next checkpoint of the file carries everything this one did (at worst a restart re-publishes)."""
-        try:
-            await self.progress_topic.send(key=cursor.path, value={"kind": "checkpoint", "cursor": cursor.to_record()})
-        except (TimeoutError, KafkaError, OSError) as exc:
-            self.metrics.state_persist_failed()
-            self.log.limited(logging.ERROR, "checkpoint_failed", cursor.path, 10.0, path=cursor.path, error=str(exc))
+        await self.progress.checkpoint(cursor)
 
     async def rotate(self, manifest: SealManifest) -> None:
         await self.rotations_topic.send(key=manifest.path, value=manifest.to_json())
 
     async def forget(self, path: str) -> None:
-        await self.progress_topic.send(key=path, value={"kind": "forget", "path": path})
+        await self.progress.forget(path)
 
     def sealed(self, path: str, revision: int) -> bool:
         return revision_of(self.seals.get(path)) >= revision
 
-    def file_lost(self, table: str, path: str, reason: str, published_to: int, size_seen: int) -> None:
-        self.metrics.file_lost(table)
-        self.lost.append(
-            {"path": path, "reason": reason, "published_to": published_to, "size_seen": size_seen, "at": iso_utc(time.time())}
-        )
-        self.log.error("file_lost", table=table, path=path, reason=reason, published_to=published_to, size_seen=size_seen)
-
-    def block_regression(self, table: str, path: str, regression: Regression) -> None:
-        self.metrics.block_regression(table)
-        seen = self.regressions.get(table, {}).get("count", 0) + 1
-        self.regressions[table] = {
-            "count": seen,
-            "path": path,
-            "offset": regression.offset,
-            "previous": regression.previous,
-            "block": regression.block,
-            "epoch": regression.epoch,
-            "at": iso_utc(time.time()),
-        }
-        self.log.limited(
-            logging.WARNING,
-            "block_regression",
-            table,
-            10.0,
-            table=table,
-            path=path,
-            offset=regression.offset,
-            previous_block=regression.previous,
-            block=regression.block,
-            epoch=regression.epoch,
-            since_start=seen,
-        )
-
-    def late_append(self, table: str, path: str, revision: int, sealed_size: int, size: int) -> None:
-        self.metrics.late_append(table)
-        self.late_appends.append(
-            {"path": path, "revision": revision, "sealed_size": sealed_size, "size": size, "at": iso_utc(time.time())}
-        )
-        self.log.error("late_append", table=table, path=path, sealed_size=sealed_size, size=size, revision=revision)
-
-    def sealed_file_rewritten(self, table: str, path: str, reason: str, sealed_size: int, size: int) -> None:
-        self.metrics.sealed_file_rewritten(table, reason)
-        self.rewritten.append(
-            {"path": path, "reason": reason, "sealed_size": sealed_size, "size": size, "at": iso_utc(time.time())}
-        )
-        self.log.error("sealed_file_rewritten", table=table, path=path, reason=reason, sealed_size=sealed_size, size=size)
-
-    def state_problem(self) -> str | None:
-        return None
-
     def hold(self, table: str, reason: str | None) -> None:
-        if reason is None:
-            self.holds.pop(table, None)
-        else:
-            self.holds[table] = reason
+        self.readiness.hold(table, reason)
 
     # ------------------------------------------------------------------ SnapshotHost
 
@@ -272,12 +239,6 @@ class Sidecar:
         """One look at the node's snapshots (called by the snapshot loop once the tables are synced)."""
         if self.snapshot_watcher is not None:
             await self.snapshot_watcher.tick()
-
-    def broker_state(self, connected: bool) -> None:
-        if connected != self.broker_connected:
-            self.broker_connected = connected
-            self.metrics.set_broker_connected(connected)
-            self.log.info("broker_connected" if connected else "broker_unreachable", bootstrap=self.settings.kafka_bootstrap)
 
     def _fatal(self, error: confluent_kafka.KafkaError) -> None:
         """librdkafka's producer cannot go on: stop the worker (a restart resumes from the checkpoints)."""
@@ -310,12 +271,12 @@ class Sidecar:
             client = AIOKafkaClient(bootstrap_servers=self.settings.kafka_bootstrap, **self.settings.security.client_kwargs())
             try:
                 await client.bootstrap()
-                self.broker_wait = None
+                self.readiness.broker_wait = None
                 return
             except (TimeoutError, KafkaError, OSError) as exc:
-                self.broker_state(False)
+                self.readiness.broker_state(False)
                 error = self.connect_error(exc)
-                self.broker_wait = f"waiting for Kafka at {self.settings.kafka_bootstrap}: {error} (attempt {attempt}, next in {backoff.delay:g}s)"
+                self.readiness.broker_wait = f"waiting for Kafka at {self.settings.kafka_bootstrap}: {error} (attempt {attempt}, next in {backoff.delay:g}s)"
                 self.log.warning(
                     "broker_connect_failed",
                     bootstrap=self.settings.kafka_bootstrap,
@@ -343,7 +304,7 @@ class Sidecar:
                     )
                 await self.dataplane.connect(self.settings.contract_topics())
             except (TimeoutError, KafkaError, OSError, DataPlaneError) as exc:
-                self.broker_state(False)
+                self.readiness.broker_state(False)
                 self.log.warning(
                     "broker_connect_failed",
                     bootstrap=self.settings.kafka_bootstrap,
@@ -352,7 +313,7 @@ class Sidecar:
                 )
                 await backoff.wait(self.pause)
                 continue
-            self.broker_state(True)
+            self.readiness.broker_state(True)
             self.move_to(Phase.SYNCING)
             return
 
@@ -379,20 +340,17 @@ class Sidecar:
             # again at the next poll, which sees what became of the file.
             error = f"{type(exc).__name__}: {exc}"
             self.metrics.read_failed(table)
-            self.unreadable[table] = error
+            self.readiness.unreadable[table] = error
             self.log.limited(logging.ERROR, "tick_failed", table, 10.0, table=table, error=error)
             return
-        self.unreadable.pop(table, None)
+        self.readiness.unreadable.pop(table, None)
 
     async def _sync(self) -> None:
         """Wait until every checkpoint sent before this process started is in the offsets table."""
         async with self._sync_lock:
             if self.lifecycle.phase is not Phase.SYNCING:
                 return
-            token = uuid.uuid4().hex
-            reached = self._barriers[token] = asyncio.get_running_loop().create_future()
-            await self.progress_topic.send(key=None, value={"kind": "barrier", "token": token})
-            await reached
+            await self.progress.barrier()
             stored: dict[str, dict[str, FileCursor]] = {spec.dir_name: {} for spec in TABLES}
             for path, record in self.offsets.items():
                 cursor = FileCursor.from_record(record)
@@ -421,8 +379,8 @@ class Sidecar:
         for cursor in cursors:
             if cursor.stage is not CursorStage.FINALIZED:
                 continue
-            backup = self.backups.get(cursor.path) or {}
-            backed_up = backup.get("status") in ("ok", "disabled") and revision_of(backup) >= cursor.revision
+            backup = self.backups.get(cursor.path)
+            backed_up = status_of(backup).is_done and revision_of(backup) >= cursor.revision
             if self.sealed(cursor.path, cursor.revision) and backed_up:
                 continue
             manifest = manifest_from_cursor(cursor, self.settings.node_id)
@@ -434,26 +392,18 @@ class Sidecar:
         """Hand published snapshots whose backup is not done to the snapshot agent again (it skips
         publishing them and backs them up)."""
         for path, event in list(self.snapshots.items()):
-            if (self.backups.get(path) or {}).get("status") not in ("ok", "disabled"):
+            if not status_of(self.backups.get(path)).is_done:
                 await self.announce({k: v for k, v in event.items() if k != "published_at"})
 
     # ------------------------------------------------------------------ agent side (inside stream events)
 
-    def apply_progress(self, record: dict[str, Any]) -> None:
+    @property
+    def progress_topic(self) -> faust.types.TopicT:
+        return self.progress.topic
+
+    async def apply_progress(self, record: dict[str, Any]) -> None:
         """Apply one progress record to the tables; runs inside the ``progress`` agent."""
-        kind = record.get("kind")
-        if kind == "checkpoint":
-            cursor = record["cursor"]
-            self.offsets[cursor["path"]] = cursor
-        elif kind == "forget":
-            for table in (self.offsets, self.seals, self.backups, self.snapshots):
-                table.pop(record["path"], None)
-        elif kind == "barrier":
-            reached = self._barriers.pop(record.get("token", ""), None)
-            if reached is not None and not reached.done():
-                reached.set_result(None)
-        else:
-            self.log.warning("unknown_progress_record", record=str(record)[:200])
+        await self.progress.apply(record)
 
 
 def backup_attempts_topic_name(app_id: str) -> str:
@@ -509,7 +459,7 @@ def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
 
     @app.timer(READINESS_EVERY_S, name="hyperdata_sidecar.readiness")
     async def refresh_readiness() -> None:
-        sidecar.refresh_readiness()
+        sidecar.readiness.refresh()
 
     return sidecar
 

@@ -1,11 +1,12 @@
 """What the web views and the agents may use of the running sidecar: two narrow interfaces.
 
 ``web/`` depends on :class:`SidecarView`, a read model: settings, metrics, the tracked files as
-plain values, the tables' contents, the things the status page reports. ``agents/`` depend on
-:class:`AgentHost`: the tables they write, the topics they read and send to, the data plane's
-``send``, the backup sink and a pause that wakes when the worker stops. ``plugin.Sidecar``
-implements both; nothing outside ``plugin.py`` needs it for more than construction, and neither
-``web/`` nor ``agents/`` import it.
+plain values, the tables' contents, the things the status page reports. Each agent module depends
+on a protocol of just what it uses (:class:`ProgressAgentHost`, :class:`SealAgentHost`,
+:class:`SnapshotAgentHost`, :class:`BackupAgentHost`, and :class:`TopicReaderHost` /
+:class:`PublisherHost` for the shared topic read and publish-once loop); :class:`AgentHost` is all
+of them, for installing the agents. ``plugin.Sidecar`` implements them; nothing outside
+``plugin.py`` needs it for more than construction, and neither ``web/`` nor ``agents/`` import it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.state_writer import StateWriter
 
 
 @dataclass(frozen=True)
@@ -97,11 +99,81 @@ class Sender(Protocol):
     async def send(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None: ...
 
 
-class AgentHost(Protocol):
-    """What the agents use: every table write of the sidecar happens in an agent."""
+class TopicReaderHost(Protocol):
+    """What the one read of a whole topic uses (``agents/topic.py``)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def dataplane(self) -> Sender: ...
+
+
+class PublisherHost(Protocol):
+    """What the publish-once loop uses (``agents/publish_once.py``), and the rotation reader its log."""
+
+    @property
+    def metrics(self) -> SidecarMetrics: ...
+
+    @property
+    def log(self) -> EventLog: ...
+
+    @property
+    def connected(self) -> bool:
+        """True while the data plane is connected (from syncing until the worker stops)."""
+        ...
+
+    async def pause(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking early when the worker stops; False if it is stopping."""
+        ...
+
+
+class TableWriterHost(Protocol):
+    @property
+    def app(self) -> faust.App: ...
+
+    @property
+    def state_writer(self) -> StateWriter:
+        """Every table write goes through it (a refused write is retried, never dropped)."""
+        ...
+
+
+class ProgressAgentHost(Protocol):
+    """The ``progress`` agent's host."""
 
     @property
     def app(self) -> faust.App: ...
+
+    @property
+    def progress_topic(self) -> faust.types.TopicT: ...
+
+    async def apply_progress(self, record: dict[str, Any]) -> None:
+        """Apply one progress record to the tables (returns once they took it)."""
+        ...
+
+
+class SealAgentHost(TopicReaderHost, PublisherHost, TableWriterHost, Protocol):
+    """The ``seal`` agent's host."""
+
+    @property
+    def rotations_topic(self) -> faust.types.TopicT: ...
+
+    @property
+    def seals(self) -> MutableMapping[str, Any]: ...
+
+
+class SnapshotAgentHost(TopicReaderHost, PublisherHost, TableWriterHost, Protocol):
+    """The ``snapshot`` agent's host."""
+
+    @property
+    def snapshot_events_topic(self) -> faust.types.TopicT: ...
+
+    @property
+    def snapshots(self) -> MutableMapping[str, Any]: ...
+
+
+class BackupAgentHost(TableWriterHost, Protocol):
+    """The backup agents' host."""
 
     @property
     def settings(self) -> Settings: ...
@@ -119,13 +191,7 @@ class AgentHost(Protocol):
     def sink(self) -> BackupSink: ...
 
     @property
-    def dataplane(self) -> Sender: ...
-
-    @property
     def offsets(self) -> MutableMapping[str, Any]: ...
-
-    @property
-    def seals(self) -> MutableMapping[str, Any]: ...
 
     @property
     def backups(self) -> MutableMapping[str, Any]: ...
@@ -134,26 +200,11 @@ class AgentHost(Protocol):
     def snapshots(self) -> MutableMapping[str, Any]: ...
 
     @property
-    def progress_topic(self) -> faust.types.TopicT: ...
-
-    @property
     def rotations_topic(self) -> faust.types.TopicT: ...
 
     @property
     def backup_attempts_topic(self) -> faust.types.TopicT: ...
 
-    @property
-    def snapshot_events_topic(self) -> faust.types.TopicT: ...
 
-    @property
-    def connected(self) -> bool:
-        """True while the data plane is connected (from syncing until the worker stops)."""
-        ...
-
-    async def pause(self, seconds: float) -> bool:
-        """Sleep up to ``seconds``, waking early when the worker stops; False if it is stopping."""
-        ...
-
-    def apply_progress(self, record: dict[str, Any]) -> None:
-        """Apply one progress record to the tables (the ``progress`` agent)."""
-        ...
+class AgentHost(ProgressAgentHost, SealAgentHost, SnapshotAgentHost, BackupAgentHost, Protocol):
+    """Everything the agents use together: every table write of the sidecar happens in an agent."""

@@ -6,6 +6,7 @@ import enum
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from hyperdata_sidecar.core.backup_status import BackupStatus
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.seal import OffsetRanges, SealManifest
 
@@ -67,13 +68,13 @@ def file_state(stage: CursorStage, *, sealed: bool, backup_status: str | None) -
     }
     if stage in direct:
         return direct[stage]
-    if backup_status == "parked":
+    if backup_status == BackupStatus.PARKED:
         return FileState.BACKUP_PARKED
-    if backup_status == "failed":
+    if backup_status == BackupStatus.FAILED:
         return FileState.BACKUP_FAILED
     if not sealed:
         return FileState.FINALIZED
-    if backup_status == "ok":
+    if backup_status == BackupStatus.OK:
         return FileState.BACKED_UP
     return FileState.SEALED
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hyperdata_sidecar.core.backup_status import status_of
 from hyperdata_sidecar.core.cursor import GROWING, FileCursor, FileState, file_state
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.seal import revision_of
@@ -121,7 +122,7 @@ def recent_snapshots(
     snapshots: Mapping[str, Mapping[str, Any]], backups: Mapping[str, Mapping[str, Any]], limit: int
 ) -> list[dict[str, Any]]:
     """At most ``limit`` published snapshot events, highest height first, each with its backup's status."""
-    records = [{**dict(event), "backup": (backups.get(path) or {}).get("status", "pending")} for path, event in snapshots.items()]
+    records = [{**dict(event), "backup": status_of(backups.get(path)).value} for path, event in snapshots.items()]
     records.sort(key=lambda r: int(r.get("height", 0)), reverse=True)
     return records[:limit]
 

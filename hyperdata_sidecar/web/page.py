@@ -12,6 +12,7 @@ import html
 import time
 from typing import Any
 
+from hyperdata_sidecar.core.backup_status import BackupStatus, status_of
 from hyperdata_sidecar.web.charts import line_chart, visible
 from hyperdata_sidecar.web.history import SPAN_S, Point
 from hyperdata_sidecar.web.status import SidecarStatus, TableStatus
@@ -289,8 +290,8 @@ def _blocks(block_range: Any) -> str:
 
 def _result(backup: dict[str, Any]) -> str:
     result = str(backup.get("status", "?"))
-    kind = {"ok": "ok", "failed": "bad"}.get(result, "warn")
-    reason = f" ({backup['reason']})" if result == "failed" and backup.get("reason") else ""
+    kind = {BackupStatus.OK: "ok", BackupStatus.FAILED: "bad"}.get(status_of(backup), "warn")
+    reason = f" ({backup['reason']})" if result == BackupStatus.FAILED and backup.get("reason") else ""
     return _badge(result + reason, kind)
 
 

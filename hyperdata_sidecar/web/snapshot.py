@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from hyperdata_sidecar.core.backup_status import BackupStatus, status_of
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
 from hyperdata_sidecar.core.seal import revision_of
 from hyperdata_sidecar.core.tables import TABLES
@@ -154,7 +155,7 @@ def refresh_gauges(view: SidecarView) -> None:
     metrics = view.metrics
     metrics.set_lag_warn_bytes(view.settings.lag_warn_bytes)
     backups = view.records("backups")
-    metrics.set_backups_parked(sum(1 for record in backups.values() if record.get("status") == "parked"))
+    metrics.set_backups_parked(sum(1 for record in backups.values() if status_of(record) is BackupStatus.PARKED))
     seals_table = view.records("seals")
     for table, tracked_files in view.tracked().items():
         metrics.set_files_tailed(table, len(tracked_files))

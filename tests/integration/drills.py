@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import errno
 import json
 import math
 import os
@@ -930,6 +931,91 @@ def _poll_ticks(worker) -> dict[str, float]:
     return {labels["table"]: value for labels, value in metric(worker, "hyperdata_sidecar_poll_cycle_seconds_count")}
 
 
+# ---------------------------------------------------------------------------- drill 13: the state disk fills
+
+
+async def state_disk_full(
+    ctx: DrillContext,
+    *,
+    hours: int = 2,
+    lines_per_hour: int = 6000,
+    replay_s: float = 60.0,
+    full_s: float = 20.0,
+    budget: int = 64 * 1024,
+) -> DrillResult:
+    """STATE_PATH on a small tmpfs that a filler file fills while the node writes, then freed: every
+    refused state write is counted and logged, readiness names the state dir within 10 s, the tailers
+    stop (at most two read budgets per table published meanwhile), and the same process carries on
+    once there is room: nothing lost, nothing published twice, every finished file sealed."""
+    result = DrillResult(13, "the state disk fills")
+    if os.geteuid() != 0:
+        result.check("runs as root (mounts a tmpfs)", False, "needs root to mount a small tmpfs")
+        return result
+    sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget))
+    summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour)
+    sidecar.state.mkdir(parents=True, exist_ok=True)
+    _mount(["-t", "tmpfs", "-o", "size=16m", "tmpfs", str(sidecar.state)])
+    filler = sidecar.state / "filler"
+    worker = sidecar.start()
+    writing = tap(summary, sidecar.watch, replay_s, seed=5)
+    try:
+        await wait_for(worker, lambda: is_ready(worker), "the worker to be ready")
+        await asyncio.sleep(replay_s / 6)
+        filled_at = time.monotonic()
+        await asyncio.to_thread(_fill, filler)
+        named = lambda: any(r.startswith(f"STATE_PATH {sidecar.state}") for r in _not_ready_reasons(worker))  # noqa: E731
+        named_s = await wait_for(worker, named, "readiness to name the state dir")
+        result.check("readiness names the state dir within 10 s", named_s <= 10.0, f"{named_s:.1f} s")
+        at_stop = metric_value(worker, "hyperdata_sidecar_lines_published_total")
+        await asyncio.sleep(full_s)
+        grown = metric_value(worker, "hyperdata_sidecar_lines_published_total") - at_stop
+        bound = len(TABLES) * 2 * budget // SHORTEST_LINE_BYTES
+        result.check(
+            "the tailers stop while the state disk is full", grown <= bound, f"{grown:.0f} lines in {full_s:g} s (bound {bound})"
+        )
+        result.check("refused writes are logged", bool(sidecar.events("state_write_failed")))
+        filler.unlink()
+        freed_at = time.monotonic()
+        await writing
+        report = await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=0, timeout_s=180.0)
+        result.recovery_s = time.monotonic() - freed_at
+        result.verified(report, allowed_duplicates=0)
+        await wait_for(worker, lambda: bool(sidecar.events("state_writable_again")), "state_writable_again")
+        failures = metric_value(worker, "hyperdata_sidecar_state_persist_failures_total")
+        refused = sum(event["refused_writes"] for event in sidecar.events("state_writable_again"))
+        result.note(f"{failures:.0f} refused state writes over {time.monotonic() - filled_at:.0f} s")
+        result.check(
+            "every refused write is counted (state_persist_failures_total)",
+            failures > 0 and failures == refused,
+            f"metric {failures:.0f}, refused_writes logged {refused}",
+        )
+        result.check("the same process carried on (no restart)", exit_code(worker) is None and is_ready(worker))
+        await stop(worker, result)
+    finally:
+        writing.cancel()
+        await asyncio.to_thread(worker.stop)
+        subprocess.run(["umount", str(sidecar.state)], check=False)
+    return result
+
+
+def _fill(path: Path) -> None:
+    """Write ``path`` until its filesystem has no room left."""
+    chunk = b"\0" * (64 * 1024)
+    with open(path, "wb", buffering=0) as f:
+        while True:
+            try:
+                f.write(chunk)
+            except OSError as exc:
+                if exc.errno == errno.ENOSPC:
+                    return
+                raise
+
+
+def _not_ready_reasons(worker) -> list[str]:
+    status, _, body = worker.get("/readyz")
+    return [] if status == 200 else list(json.loads(body).get("reasons", []))
+
+
 # ---------------------------------------------------------------------------- the catalogue
 
 
@@ -959,4 +1045,5 @@ DRILLS: tuple[Drill, ...] = (
     Drill(10, sigterm_during_catch_up, dict(hours=2, lines_per_hour=300_000)),
     Drill(11, two_nodes, dict(hours=2, lines_per_hour=40_000, replay_s=120.0)),
     Drill(12, hostile_tree, dict(programs=8, steps=80)),
+    Drill(13, state_disk_full, dict(hours=3, lines_per_hour=60_000, replay_s=180.0, full_s=60.0)),
 )

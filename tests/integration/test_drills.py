@@ -1,10 +1,12 @@
-"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9b, 12) at CI scale, against the session's broker.
+"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9b, 12, 13) at CI scale, against the session's broker.
 
 The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all of them at full scale);
 each test runs one and asserts every check it made.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -19,6 +21,7 @@ from drills import (
     sigkill_during_outage,
     sigkill_mid_tail,
     sigterm_while_backup_fails,
+    state_disk_full,
     truncated_or_replaced,
 )
 
@@ -82,4 +85,10 @@ async def test_sigterm_while_a_backup_keeps_failing_exits_within_the_stop_bound(
 
 async def test_a_hostile_tree_never_stops_or_spins_the_worker_and_every_intact_file_is_published_exactly(ctx):
     result = await hostile_tree(ctx)
+    assert result.ok, result.describe()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs for STATE_PATH: needs root")
+async def test_a_full_state_disk_is_counted_named_in_readiness_stops_the_tailers_and_is_survived(ctx):
+    result = await state_disk_full(ctx)
     assert result.ok, result.describe()

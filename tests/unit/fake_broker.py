@@ -126,11 +126,10 @@ class FakeHost:
     regressions: list[tuple[str, Regression]] = field(default_factory=list)
     late_appends: list[tuple[str, int, int, int]] = field(default_factory=list)  # path, revision, sealed size, size
     rewritten: list[tuple[str, str]] = field(default_factory=list)  # path, reason
-
-    state_unwritable: str | None = None  # set by a test: the state store refuses writes
+    state_store_problem: str | None = None  # what state_problem() answers
 
     def state_problem(self) -> str | None:
-        return self.state_unwritable
+        return self.state_store_problem
 
     async def checkpoint(self, cursor: FileCursor) -> None:
         self.checkpoints[cursor.path] = cursor

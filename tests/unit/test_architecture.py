@@ -43,3 +43,30 @@ def test_only_the_standalone_app_names_the_sidecar_class():
         if path.name not in ("plugin.py", "standalone.py") and ("hyperdata_sidecar.plugin", "Sidecar") in imports(path)
     ]
     assert offenders == []
+
+
+def test_each_agent_module_sees_only_its_own_narrow_host():
+    offenders = [
+        path.name
+        for path in sources(AGENTS)
+        if path.name != "__init__.py" and ("hyperdata_sidecar.ports", "AgentHost") in imports(path)
+    ]
+    assert offenders == []
+
+
+FAUST_TABLES = {"offsets", "seals", "backups", "snapshots"}
+
+
+def test_every_table_write_of_the_agents_goes_through_the_state_writer():
+    """A direct ``table[key] = value`` would let a full state disk crash the agent (or drop the write)."""
+    offenders = []
+    for path in sources(AGENTS):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(
+                    isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and t.value.attr in FAUST_TABLES
+                    for t in targets
+                ):
+                    offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []

@@ -142,6 +142,22 @@ async def test_two_hours_are_published_in_order_checkpointed_and_the_first_seale
     assert (newest.stage, newest.byte_offset, newest.lines) == (CursorStage.TAILING, hour_path(watch, 14).stat().st_size, 15)
 
 
+async def test_nothing_new_is_read_while_the_state_store_refuses_writes_and_all_of_it_after(watch):
+    path = hour_path(watch, 13)
+    append(path, b"".join(line(n) + b"\n" for n in range(10)))
+    host, broker = FakeHost(), FakeBroker(PARTITIONS)
+    tailer = new_tailer(watch, host, broker)
+    await tailer.tick()
+    append(path, b"".join(line(n) + b"\n" for n in range(10, 20)))
+    host.state_store_problem = "STATE_PATH /state: IO error: No space left on device"
+    await run_ticks(tailer)
+    while_full = len(broker.records(TOPIC))
+    host.state_store_problem = None
+    await tailer.tick()
+    assert while_full == 10
+    assert sorted(r.value for r in broker.records(TOPIC)) == sorted(line(n) for n in range(20))
+
+
 async def test_line_ids_continue_across_the_rotation_when_a_block_spans_two_files(watch):
     append(hour_path(watch, 13), line(0, block=7) + b"\n" + line(1, block=7) + b"\n")
     append(hour_path(watch, 14), line(2, block=7) + b"\n" + line(3, block=8) + b"\n")

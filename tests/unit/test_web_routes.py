@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import calendar
 import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import faust
 import pytest
@@ -56,7 +58,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Sidecar, TestClient]]:
 
 def refresh_state(sidecar: Sidecar) -> None:
     """What the readiness and gauge timers do every second (a scrape itself changes nothing)."""
-    sidecar.refresh_readiness()
+    sidecar.readiness.refresh()
     snapshot.refresh_gauges(sidecar)
 
 
@@ -69,7 +71,7 @@ def run_as_started(sidecar: Sidecar, stored: dict[str, dict[str, FileCursor]]) -
         )
     for phase in (Phase.CONNECTING, Phase.SYNCING, Phase.RUNNING):
         sidecar.lifecycle.move(phase)
-    sidecar.broker_connected = True
+    sidecar.readiness.broker_state(True)
 
 
 def write_hour(sidecar: Sidecar, relpath: str, data: bytes) -> None:
@@ -120,10 +122,10 @@ async def test_readiness_names_a_missing_watch_dir(served) -> None:
 
 async def test_readiness_names_the_broker_it_waits_for_and_a_table_that_cannot_publish(served) -> None:
     sidecar, client = served
-    sidecar.broker_wait = "waiting for Kafka at 127.0.0.1:9: ConnectionError (attempt 3, next in 2s)"
+    sidecar.readiness.broker_wait = "waiting for Kafka at 127.0.0.1:9: ConnectionError (attempt 3, next in 2s)"
     waiting = await (await client.get("/readyz")).json()
     run_as_started(sidecar, {})
-    sidecar.broker_wait = None
+    sidecar.readiness.broker_wait = None
     sidecar.hold(FILLS, "hyperliquid.fills: UNKNOWN_TOPIC_OR_PART (Broker: Unknown topic or partition)")
     holding = await client.get("/readyz")
 
@@ -384,3 +386,34 @@ def test_every_page_has_an_explicit_sidecar_name(tmp_path: Path) -> None:
         "hyperdata_sidecar.dlq": "/sidecar/dlq/",
         "hyperdata_sidecar.status_json": "/sidecar/status/",
     }
+
+
+async def test_readiness_names_the_state_dir_while_the_store_refuses_writes_and_recovers_after(served) -> None:
+    sidecar, client = served
+    run_as_started(sidecar, {})
+    refusing = RefusingTable()
+    write = asyncio.ensure_future(sidecar.state_writer.put(refusing, "node_fills_streaming/20250101/0", {"offset": 1}))
+    while sidecar.state_problem() is None:
+        await asyncio.sleep(0)
+    full = await client.get("/readyz")
+    refusing.full = False
+    assert await write is True
+    recovered = await client.get("/readyz")
+
+    assert full.status == 503
+    assert (await full.json())["reasons"] == [
+        f"STATE_PATH {sidecar.settings.state_path}: IO error: No space left on device "
+        "(the tailers read nothing new until the state store takes writes again)"
+    ]
+    assert recovered.status == 200 and refusing == {"node_fills_streaming/20250101/0": {"offset": 1}}
+
+
+class RefusingTable(dict[str, Any]):
+    """A table whose store refuses writes, as RocksDB does on a full disk, until ``full`` is False."""
+
+    full = True
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if self.full:
+            raise Exception("IO error: No space left on device")
+        super().__setitem__(key, value)
