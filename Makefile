@@ -7,7 +7,7 @@ VPY := $(VENV)/bin/python
 # Written after a successful install; older than pyproject.toml means "install again".
 STAMP := $(VENV)/.installed-from-pyproject
 
-.PHONY: venv lint test unit alerts-test kafka-up kafka-down demo bench drills image-test
+.PHONY: venv lint test unit alerts-test systemd-verify kafka-up kafka-down demo bench drills image-test
 
 venv: $(STAMP)
 
@@ -46,6 +46,11 @@ alerts-test:
 	@command -v promtool >/dev/null || { echo "make alerts-test: promtool not found; install Prometheus (Debian: apt-get install -y prometheus)" >&2; exit 1; }
 	promtool check config deploy/prometheus/prometheus.yml
 	promtool test rules tests/prometheus/alerts.test.yml
+
+# The systemd unit (deploy/systemd/) checked by systemd-analyze verify (Debian: apt-get install
+# systemd); scripts/systemd_verify.py says how it is verified on a machine without the install.
+systemd-verify: venv
+	$(VPY) scripts/systemd_verify.py
 
 kafka-up: venv
 	$(VPY) -m hyperdata_sidecar.devkafka ensure --port 9092 --data-dir var/kafka
