@@ -25,6 +25,8 @@
 7. The verifier (inside the container, with the environment file) finds every line, bad line,
    seal and backup; the journal holds the sidecar's JSON event lines.
 8. systemctl stop finishes within the unit's TimeoutStopSec, the service exits 0 (no SIGKILL).
+9. A bad setting in the environment file: exit 2, a journal line naming it, and the unit stays
+   failed instead of restarting (RestartPreventExitStatus=2).
 
 The container and the broker are removed on exit; logs (the journal among them) stay in
 var/systemd-test/. Needs podman and runc (on this kernel with `default_ulimits = []` in
@@ -150,10 +152,21 @@ def make_base_tarball() -> None:
 
 
 def boot_container() -> None:
+    # CAP_SYS_ADMIN: without it systemd skips the units' mount namespaces and says nothing.
+    # CAP_SYS_PTRACE: for nsenter into the service's namespace (check_hardening).
+    capabilities = "SYS_ADMIN,SYS_PTRACE"
     podman(
-        "run", "--detach", "--name", CONTAINER, "--systemd=always", "--cap-add", "SYS_ADMIN,SYS_PTRACE", "--network=host",
-        BASE_IMAGE, "/sbin/init",
-    )  # fmt: skip
+        "run",
+        "--detach",
+        "--name",
+        CONTAINER,
+        "--systemd=always",
+        "--cap-add",
+        capabilities,
+        "--network=host",
+        BASE_IMAGE,
+        "/sbin/init",
+    )
     began, state = time.monotonic(), ""
     # systemctl cannot answer until systemd has opened its socket: ask again until it can.
     while state not in ("running", "degraded"):
@@ -168,9 +181,8 @@ def install(wheels: Path, corpus: Path, bootstrap: str, web_port: int) -> dict[s
     """README's install, as root in the container; returns the environment file's settings."""
     podman("cp", str(wheels), f"{CONTAINER}:/tmp/wheels")
     podman("cp", str(UNIT_DIR), f"{CONTAINER}:/tmp/systemd")
-    inside(
-        "useradd --create-home hluser && chmod 0700 /home/hluser && mkdir -p /home/hluser/hl/data"
-    )  # the node's user, as on a node host
+    # The node's user and its data, as on a node host: a private home, group-readable files.
+    inside("useradd --create-home hluser && chmod 0700 /home/hluser && mkdir -p /home/hluser/hl/data")
     podman("cp", f"{corpus}/.", f"{CONTAINER}:/home/hluser/hl/data")
     inside(
         f"""
@@ -270,7 +282,10 @@ def check_published(settings: dict[str, str]) -> None:
 def stop_timeout_s() -> float:
     """The unit's TimeoutStopSec as systemd read it."""
     span = inside(f"systemd-analyze timespan {service_property('TimeoutStopUSec')}").stdout
-    return int(re.search(r"μs: (\d+)", span).group(1)) / 1e6  # type: ignore[union-attr]
+    microseconds = re.search(r"μs: (\d+)", span)
+    if microseconds is None:
+        raise SystemdTestError(f"systemd-analyze timespan said {span!r}")
+    return int(microseconds.group(1)) / 1e6
 
 
 def stop_service() -> float:
@@ -284,6 +299,23 @@ def stop_service() -> float:
     return took
 
 
+def check_configuration_error_is_not_restarted() -> None:
+    """A bad setting: one line in the journal, exit 2, and the unit stays failed (no restart loop)."""
+    inside("sed -i 's|^NODE_ID=.*|&\\nINITIAL_POSITION=middle|' /etc/hyperdata-sidecar/sidecar.env")
+    inside(f"systemctl start {SERVICE}")
+    began, state = time.monotonic(), ""
+    while state not in ("failed", "auto-restart"):
+        if time.monotonic() - began > DEADLINE_S:
+            raise SystemdTestError(f"a bad setting left {SERVICE} in {state!r}")
+        time.sleep(0.5)
+        state = service_property("SubState")
+    status, restarts = service_property("ExecMainStatus"), service_property("NRestarts")
+    said = [line for line in journal(lines=5).splitlines() if "INITIAL_POSITION" in line]
+    if (state, status, restarts) != ("failed", "2", "0") or not said:
+        raise SystemdTestError(f"a bad setting: SubState={state} ExecMainStatus={status} NRestarts={restarts}, journal {said}")
+    print(f"failed with exit status 2, not restarted; the journal says: {said[-1]}")
+
+
 def main() -> int:
     began = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the cleanup below runs
@@ -294,10 +326,10 @@ def main() -> int:
         shutil.rmtree(WORK, ignore_errors=True)
         WORK.mkdir(parents=True)
 
-        step(f"1/8 base image {BASE_IMAGE}")
+        step(f"1/9 base image {BASE_IMAGE}")
         print(f"from {ensure_base_image()} ({time.monotonic() - began:.0f}s)")
 
-        step("2/8 the project as wheels")
+        step("2/9 the project as wheels")
         run(
             [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(WORK / "wheels"), str(REPO)],
             "pip wheel",
@@ -305,7 +337,7 @@ def main() -> int:
         )
         print(f"{len(list((WORK / 'wheels').glob('*.whl')))} wheels ({time.monotonic() - began:.0f}s)")
 
-        step("3/8 a Kafka broker on the host, and the node's data")
+        step("3/9 a Kafka broker on the host, and the node's data")
         port = free_low_port()
         broker = LocalKafka(WORK / "kafka", port=port, controller_port=free_low_port({port}))
         broker.start()
@@ -314,27 +346,30 @@ def main() -> int:
         )
         print(f"{broker.bootstrap}; {len(summary.files)} hour files, {summary.lines:,} lines, {len(summary.bad_lines)} bad")
 
-        step("4/8 a container booted with systemd as PID 1")
+        step("4/9 a container booted with systemd as PID 1")
         boot_container()
 
-        step("5/8 README's install, then systemctl start")
+        step("5/9 README's install, then systemctl start")
         web_port = free_low_port({broker.port, broker.controller_port})
         settings = install(WORK / "wheels", WORK / "corpus", broker.bootstrap, web_port)
         inside(f"systemctl start {SERVICE}")
         print(f"active, /readyz 200 after {wait_until_ready(web_port):.1f}s")
 
-        step("6/8 the hardening holds")
+        step("6/9 the hardening holds")
         check_hardening(settings)
 
-        step("7/8 every line in Kafka, JSON lines in the journal")
+        step("7/9 every line in Kafka, JSON lines in the journal")
         check_published(settings)
 
-        step("8/8 systemctl stop")
+        step("8/9 systemctl stop")
         timeout_s = stop_timeout_s()
         took = stop_service()
         if took >= timeout_s:
             raise SystemdTestError(f"the stop took {took:.1f}s, not less than TimeoutStopSec ({timeout_s:.0f}s)")
         print(f"stopped in {took:.1f}s (TimeoutStopSec {timeout_s:.0f}s), exit status 0")
+
+        step("9/9 a configuration error is not restarted")
+        check_configuration_error_is_not_restarted()
         print(f"\nsystemd-test: OK in {time.monotonic() - began:.0f}s")
         return 0
     except (SystemdTestError, DevKafkaError) as failure:
