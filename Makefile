@@ -7,7 +7,7 @@ VPY := $(VENV)/bin/python
 # Written after a successful install; older than pyproject.toml means "install again".
 STAMP := $(VENV)/.installed-from-pyproject
 
-.PHONY: venv lint test unit alerts-test kafka-up kafka-down demo bench drills image-test
+.PHONY: venv lint test unit alerts-test systemd-verify systemd-test kafka-up kafka-down demo bench drills image-test
 
 venv: $(STAMP)
 
@@ -47,6 +47,11 @@ alerts-test:
 	promtool check config deploy/prometheus/prometheus.yml
 	promtool test rules tests/prometheus/alerts.test.yml
 
+# The systemd unit (deploy/systemd/) checked by systemd-analyze verify (Debian: apt-get install
+# systemd); scripts/systemd_verify.py says how it is verified on a machine without the install.
+systemd-verify: venv
+	$(VPY) scripts/systemd_verify.py
+
 kafka-up: venv
 	$(VPY) -m hyperdata_sidecar.devkafka ensure --port 9092 --data-dir var/kafka
 
@@ -66,3 +71,8 @@ drills: venv
 # broker: build, topics-init, sidecar, replay, verify (scripts/image_test.py says what and how).
 image-test: venv
 	$(VPY) scripts/image_test.py
+
+# The systemd unit started for real: a podman container booted with systemd as PID 1, README's
+# install, the unit against a local broker, its hardening checked (scripts/systemd_test.py).
+systemd-test: venv
+	$(VPY) scripts/systemd_test.py
