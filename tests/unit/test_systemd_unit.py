@@ -13,7 +13,7 @@ from mode import Service
 
 from hyperdata_sidecar.config import DEFAULTS, load_settings
 from hyperdata_sidecar.plugin import CLOSE_TIMEOUT_S
-from hyperdata_sidecar.tailer import STOP_GRACE_S
+from hyperdata_sidecar.publishing import STOP_GRACE_S
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "deploy" / "systemd" / "hyperdata-sidecar.service"
