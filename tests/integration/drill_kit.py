@@ -80,6 +80,7 @@ class DrillResult:
     recovery_s: float | None = None
     notes: list[str] = field(default_factory=list)
     observed: bool = False
+    skipped: str | None = None  # why the drill could not run here (e.g. "needs root"); it checked nothing
 
     @property
     def label(self) -> str:
@@ -92,6 +93,8 @@ class DrillResult:
 
     @property
     def outcome(self) -> str:
+        if self.skipped is not None:
+            return f"skipped: {self.skipped}"
         if not self.ok:
             return "FAIL"
         return "observed" if self.observed else "pass"

@@ -1,4 +1,4 @@
-"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9b, 12, 13) at CI scale, against the session's broker.
+"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14, 15) at CI scale, against the session's broker.
 
 The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all of them at full scale);
 each test runs one and asserts every check it made.
@@ -12,8 +12,10 @@ import pytest
 
 from drill_kit import DrillContext
 from drills import (
+    backup_target_unwritable,
     broker_absent_at_start,
     broker_down,
+    broker_frozen,
     deleted_before_published,
     hostile_lines,
     hostile_tree,
@@ -22,6 +24,7 @@ from drills import (
     sigkill_mid_tail,
     sigterm_while_backup_fails,
     state_disk_full,
+    topic_deleted,
     truncated_or_replaced,
 )
 
@@ -48,6 +51,13 @@ async def test_a_sigkill_during_a_broker_outage_repeats_at_most_the_unpersisted_
     if ctx.broker is None:
         pytest.skip("HYPERDATA_TEST_BOOTSTRAP names an external broker this test may not stop")
     result = await sigkill_during_outage(ctx, outage_s=8.0, lines_per_hour=20_000)
+    assert result.ok, result.describe()
+
+
+async def test_a_frozen_broker_loses_nothing_repeats_nothing_and_costs_the_worker_almost_no_cpu(ctx):
+    if ctx.broker is None:
+        pytest.skip("HYPERDATA_TEST_BOOTSTRAP names an external broker this test may not freeze")
+    result = await broker_frozen(ctx, frozen_s=20.0, lines_per_hour=20_000)
     assert result.ok, result.describe()
 
 
@@ -78,6 +88,19 @@ async def test_hostile_lines_never_stop_the_worker_and_every_line_lands_on_its_t
     assert result.ok, result.describe()
 
 
+async def test_a_full_then_read_only_backup_target_is_retried_while_data_and_seals_flow(ctx):
+    result = await backup_target_unwritable(ctx)
+    if result.skipped is not None:
+        pytest.skip(f"drill 9 {result.skipped}: it mounts a small tmpfs as the backup target")
+    assert result.ok, result.describe()
+
+
+async def test_the_backup_target_drill_is_skipped_not_failed_without_root(tmp_path, monkeypatch):
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    result = await backup_target_unwritable(DrillContext("127.0.0.1:1", tmp_path, "unused."))
+    assert (result.skipped, result.outcome, result.checks) == ("needs root", "skipped: needs root", [])
+
+
 async def test_sigterm_while_a_backup_keeps_failing_exits_within_the_stop_bound(ctx):
     result = await sigterm_while_backup_fails(ctx)
     assert result.ok, result.describe()
@@ -91,4 +114,10 @@ async def test_a_hostile_tree_never_stops_or_spins_the_worker_and_every_intact_f
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs for STATE_PATH: needs root")
 async def test_a_full_state_disk_is_counted_named_in_readiness_stops_the_tailers_and_is_survived(ctx):
     result = await state_disk_full(ctx)
+    assert result.ok, result.describe()
+
+
+@pytest.mark.parametrize("auto_create", [True, False], ids=["auto-create-on", "auto-create-off"])
+async def test_a_data_topic_deleted_in_flight_and_created_again_loses_nothing_and_repeats_nothing(ctx, auto_create):
+    result = await topic_deleted(ctx, auto_create=auto_create)
     assert result.ok, result.describe()

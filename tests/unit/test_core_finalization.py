@@ -1,10 +1,15 @@
-import pytest
+"""When an hour file is finished: concrete cases, and the properties any correct rule has."""
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hyperdata_sidecar.core.finalization import is_finalized
 
 NOW = 1_781_100_000.0
+
+# Whole seconds: the properties below add and subtract them exactly.
+moments = st.integers(0, 4_000_000_000).map(float)
+graces = st.integers(0, 3600).map(float)
 
 
 def finalized(*, has_later_file=True, quiet_for=10.0, grace_s=5.0) -> bool:
@@ -35,13 +40,38 @@ def test_zero_grace_finalizes_as_soon_as_the_file_is_superseded():
     assert finalized(quiet_for=0.0, grace_s=0.0)
 
 
+def test_the_default_grace_of_three_seconds_finalizes_a_superseded_file_three_seconds_after_its_last_growth():
+    assert not finalized(quiet_for=2.0, grace_s=3.0)
+    assert finalized(quiet_for=3.0, grace_s=3.0)
+
+
 @given(last_growth_at=st.floats(allow_nan=False), now=st.floats(allow_nan=False), grace_s=st.floats(0, 1e6))
 def test_the_newest_file_is_never_finalized(last_growth_at, now, grace_s):
     assert not is_finalized(has_later_file=False, last_growth_at=last_growth_at, now=now, grace_s=grace_s)
 
 
-@pytest.mark.parametrize("has_later_file", [True, False])
-@given(last_growth_at=st.floats(0, 4e9), now=st.floats(0, 4e9), grace_s=st.floats(0, 3600))
-def test_finalized_exactly_when_superseded_and_quiet(has_later_file, last_growth_at, now, grace_s):
-    result = is_finalized(has_later_file=has_later_file, last_growth_at=last_growth_at, now=now, grace_s=grace_s)
-    assert result == (has_later_file and now - last_growth_at >= grace_s)
+@given(last_growth_at=moments, grace_s=graces)
+def test_a_superseded_file_turns_finalized_the_second_its_grace_ends_and_not_one_second_before(last_growth_at, grace_s):
+    def at(now: float) -> bool:
+        return is_finalized(has_later_file=True, last_growth_at=last_growth_at, now=now, grace_s=grace_s)
+
+    assert at(last_growth_at + grace_s)
+    assert not at(last_growth_at + grace_s - 1)
+
+
+@given(last_growth_at=moments, grace_s=graces, now=moments, later_by=st.integers(0, 10**6))
+def test_once_finalized_a_file_stays_finalized_as_time_passes(last_growth_at, grace_s, now, later_by):
+    def at(moment: float) -> bool:
+        return is_finalized(has_later_file=True, last_growth_at=last_growth_at, now=moment, grace_s=grace_s)
+
+    if at(now):
+        assert at(now + later_by)
+
+
+@given(last_growth_at=moments, now=moments, grace_s=graces, longer_by=st.integers(0, 3600))
+def test_a_longer_grace_never_finalizes_a_file_sooner(last_growth_at, now, grace_s, longer_by):
+    def with_grace(grace: float) -> bool:
+        return is_finalized(has_later_file=True, last_growth_at=last_growth_at, now=now, grace_s=grace)
+
+    if with_grace(grace_s + longer_by):
+        assert with_grace(grace_s)
