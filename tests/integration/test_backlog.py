@@ -29,10 +29,13 @@ Observed = dict[str, list[tuple[int, int]]]  # table -> (bytes, files) as seen, 
 
 def backlog_in_metrics(text: str) -> dict[str, tuple[int, int]]:
     """{table: (backlog bytes, backlog files)} from a /metrics body."""
-    found: dict[str, dict[str, int]] = defaultdict(dict)
-    for kind, table, value in re.findall(r'^hyperdata_sidecar_backlog_(bytes|files)\{table="([^"]+)"\} (\S+)$', text, re.M):
-        found[table][kind] = int(float(value))
-    return {table: (kinds["bytes"], kinds["files"]) for table, kinds in found.items()}
+    found: dict[str, dict[str, float]] = defaultdict(dict)
+    for name, table, value in re.findall(r'^(\w+)\{table="([^"]+)"\} (\S+)$', text, re.M):
+        found[table][name] = float(value)
+    return {
+        table: (int(names["hyperdata_sidecar_backlog_bytes"]), int(names["hyperdata_sidecar_backlog_files"]))
+        for table, names in found.items()
+    }
 
 
 def backlog_in_status(status: dict) -> dict[str, tuple[int, int]]:
