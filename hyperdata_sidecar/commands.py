@@ -35,6 +35,8 @@ from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
 from hyperdata_sidecar.tools.verify import DLQ, SEALS, SNAPSHOTS
 from hyperdata_sidecar.tools.verify import verify as run_verify
 from hyperdata_sidecar.topics import apply_contract, load_contract
+from hyperdata_sidecar.web.status import BacklogStatus
+from hyperdata_sidecar.web.units import size
 
 _TABLE_NAMES = {
     "book_diffs": BOOK_DIFFS,
@@ -137,6 +139,13 @@ def parse_bytes_per_s(text: str) -> float:
     return float(rate)
 
 
+def backlog_line(table: str, backlog: BacklogStatus) -> str:
+    """One line of the ``files`` command: a table's backlog and when it will be live."""
+    rate = backlog.drain_bytes_per_s
+    drain = f", draining {size(rate)}/s" if rate is not None and rate > 0 else ""
+    return f"backlog {table}: {size(backlog.bytes)} in {backlog.files} hour file(s){drain}, {backlog.live_in()}"
+
+
 def install_commands(app: faust.App) -> None:
     """Register the ``topics``, ``files``, ``offsets``, ``backup-retry``, ``generate``, ``replay`` and ``verify`` commands on ``app``."""
 
@@ -160,7 +169,8 @@ def install_commands(app: faust.App) -> None:
         base=ToolCommand,
     )
     async def files(self: ToolCommand, url: str | None, as_json: bool) -> int:
-        """Print the tracked files of a running worker: offset, size, lag, lines and state."""
+        """Print the tracked files of a running worker (offset, size, lag, lines and state), then each
+        table's backlog: bytes and hour files on disk not yet published, and when it will be live."""
         base = url or f"http://127.0.0.1:{load_settings().web_port}"
         body = await asyncio.to_thread(_fetch, f"{base.rstrip('/')}/sidecar/files/")
         if as_json:
@@ -172,6 +182,8 @@ def install_commands(app: faust.App) -> None:
                 f"{row['path']:48} {row['state']:14} {row['offset']:>14,} {row['size']:>14,} "
                 f"{row['lag_bytes']:>10,} {row['lines']:>10,} {row['dlq_lines']:>6,}"
             )
+        for table, backlog in body["backlog"].items():
+            print(backlog_line(table, BacklogStatus(**backlog)))
         return 0
 
     @app.command(

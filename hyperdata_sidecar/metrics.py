@@ -56,6 +56,8 @@ EXPORTED: dict[str, str] = {
     "hyperdata_sidecar_newest_hour_file_start_seconds": "gauge",
     "hyperdata_sidecar_oldest_unsealed_hour_age_seconds": "gauge",
     "hyperdata_sidecar_lag_warn_bytes": "gauge",
+    "hyperdata_sidecar_backlog_bytes": "gauge",
+    "hyperdata_sidecar_backlog_files": "gauge",
 }
 
 BACKUP_RESULTS = ("ok", "noop", "failed")
@@ -361,9 +363,20 @@ class SidecarMetrics:
         self._lag_warn_bytes = Gauge(
             PREFIX + "lag_warn_bytes", "LAG_WARN_BYTES: the tail lag above which the sidecar warns.", registry=self.registry
         )
+        self._backlog_bytes = Gauge(
+            PREFIX + "backlog_bytes",
+            "Bytes on disk not yet published: the rest of the file being read and every later hour file, whole.",
+            table,
+            registry=self.registry,
+        )
+        self._backlog_files = Gauge(
+            PREFIX + "backlog_files", "Hour files with bytes on disk not yet published.", table, registry=self.registry
+        )
 
     def _track_alerting(self, table: str) -> None:
         self._files_lost.labels(table)
+        self._backlog_bytes.labels(table)
+        self._backlog_files.labels(table)
         for reason in DLQ_REASONS:
             self._dlq.labels(table, reason)
         self._oldest_unsealed_hour_age.labels(table).set_function(
@@ -385,6 +398,11 @@ class SidecarMetrics:
 
     def set_lag_warn_bytes(self, nbytes: int) -> None:
         self._lag_warn_bytes.set(nbytes)
+
+    def set_backlog(self, table: str, nbytes: int, files: int) -> None:
+        """``table`` has ``nbytes`` in ``files`` hour files on disk not yet published."""
+        self._backlog_bytes.labels(table).set(nbytes)
+        self._backlog_files.labels(table).set(files)
 
     # -- exposition ------------------------------------------------------------------------
 

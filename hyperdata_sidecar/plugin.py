@@ -23,6 +23,7 @@ from mode import Service
 from hyperdata_sidecar import metadata_backoff
 from hyperdata_sidecar.backup import make_sink
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
+from hyperdata_sidecar.core.backlog import Estimate
 from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.backup_status import status_of
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
@@ -41,6 +42,7 @@ from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.snapshot_offsets import OffsetsUnavailable, resume_offsets
 from hyperdata_sidecar.snapshots import SnapshotWatcher
 from hyperdata_sidecar.state_writer import StateWriter, reopen_rocksdb
+from hyperdata_sidecar.table_backlogs import TableBacklogs
 from hyperdata_sidecar.tailer import Abandoned, TableTailer
 from hyperdata_sidecar.topics import apply_contract, load_contract
 
@@ -105,6 +107,7 @@ class Sidecar:
         )
         self.snapshot_watcher: SnapshotWatcher | None = None
         self.tailers: dict[str, TableTailer] = {}
+        self.backlogs = TableBacklogs(self.metrics, self.log)
         self.started_at = time.time()
         self.run_id = uuid.uuid4().hex  # this process's backup attempt records carry it
         self._sync_lock = asyncio.Lock()
@@ -186,6 +189,13 @@ class Sidecar:
     def records(self, table: str) -> dict[str, Mapping[str, Any]]:
         """The contents of the ``seals``, ``backups`` or ``snapshots`` table (one pass over its local store)."""
         return dict({"seals": self.seals, "backups": self.backups, "snapshots": self.snapshots}[table].items())
+
+    def backlog(self) -> dict[str, Estimate]:
+        return self.backlogs.estimates()
+
+    def sample_backlogs(self) -> None:
+        """One sample of every table's backlog (the readiness timer takes one a second)."""
+        self.backlogs.sample(time.monotonic(), {table: tailer.backlog for table, tailer in self.tailers.items()})
 
     def snapshots_waiting(self) -> list[dict[str, Any]]:
         return self.snapshot_watcher.waiting() if self.snapshot_watcher is not None else []
@@ -365,6 +375,8 @@ class Sidecar:
                 "startup",
                 config=self.settings.public_summary(),
                 files_discovered={table: len(tailer.discovered()) for table, tailer in self.tailers.items()},
+                # After files_discovered: its scan is what the backlog is measured from.
+                backlog={table: tailer.backlog._asdict() for table, tailer in self.tailers.items()},
                 resume_points={path: c.byte_offset for files in stored.values() for path, c in files.items()},
             )
 
@@ -460,6 +472,7 @@ def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
     @app.timer(READINESS_EVERY_S, name="hyperdata_sidecar.readiness")
     async def refresh_readiness() -> None:
         sidecar.readiness.refresh()
+        sidecar.sample_backlogs()
 
     return sidecar
 

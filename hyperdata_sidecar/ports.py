@@ -19,6 +19,7 @@ import faust
 
 from hyperdata_sidecar.backup import BackupSink
 from hyperdata_sidecar.config import Settings
+from hyperdata_sidecar.core.backlog import Estimate
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.logs import EventLog
@@ -83,6 +84,10 @@ class SidecarView(Protocol):
 
     def records(self, table: str) -> dict[str, Mapping[str, Any]]:
         """The contents of the sidecar's table ``seals``, ``backups`` or ``snapshots``, by path."""
+        ...
+
+    def backlog(self) -> Mapping[str, Estimate]:
+        """Each table's backlog, drain rate and time to live, as last sampled (none before the tables are synced)."""
         ...
 
     def snapshots_waiting(self) -> list[dict[str, Any]]:

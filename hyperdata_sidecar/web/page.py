@@ -15,7 +15,7 @@ from typing import Any
 from hyperdata_sidecar.core.backup_status import BackupStatus, status_of
 from hyperdata_sidecar.web.charts import line_chart, visible
 from hyperdata_sidecar.web.history import SPAN_S, Point
-from hyperdata_sidecar.web.status import SidecarStatus, TableStatus
+from hyperdata_sidecar.web.status import BacklogStatus, SidecarStatus, TableStatus
 from hyperdata_sidecar.web.units import duration, hour_label, size, table_label
 
 REFRESH_MS = 3000
@@ -77,7 +77,7 @@ def render_page(status: SidecarStatus) -> str:
         f"<title>hyperdata-sidecar {_e(status.node)}</title>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<style>{_STYLE}</style></head><body>"
-        f"{_header(status)}<main>{_problems(status)}{_tables(status.tables)}{_charts(status)}"
+        f"{_header(status)}<main>{_catch_up(status)}{_problems(status)}{_tables(status.tables)}{_charts(status)}"
         f'<div class="cols">{_seals(status.seals)}{_backups(status.backups)}</div>{_snapshots(status.snapshots)}</main>'
         f"{_footer(status)}<script>{_SCRIPT}</script></body></html>"
     )
@@ -98,6 +98,12 @@ def _header(status: SidecarStatus) -> str:
     )
 
 
+def _catch_up(status: SidecarStatus) -> str:
+    if status.catch_up is None:
+        return ""
+    return f'<section><h2>Catching up</h2><div class="wrap">{_e(status.catch_up)}</div></section>'
+
+
 def _problems(status: SidecarStatus) -> str:
     if not status.problems:
         return '<section><h2>Problems</h2><div class="none">None: nothing needs attention.</div></section>'
@@ -110,9 +116,9 @@ def _problems(status: SidecarStatus) -> str:
 
 
 def _tables(tables: list[TableStatus]) -> str:
-    numeric = range(3, 10)
+    numeric = range(3, 11)
     head = _row(
-        ["Table", "Current file", "State", "Tail lag", "Publish lag", "Lines/s", "Published", "Held", "Files", "DLQ"],
+        ["Table", "Current file", "State", "Tail lag", "Backlog", "Publish lag", "Lines/s", "Published", "Held", "Files", "DLQ"],
         header=True,
         numeric=numeric,
     )
@@ -123,6 +129,7 @@ def _tables(tables: list[TableStatus]) -> str:
                 _file(t.current_file),
                 t.current_state or "—",
                 size(t.lag_bytes),
+                _backlog(t.backlog),
                 duration(t.publish_lag_s) if t.publish_lag_s is not None else "—",
                 f"{t.lines_per_s:,.0f}" if t.lines_per_s is not None else "—",
                 f"{t.lines_published:,}",
@@ -131,7 +138,7 @@ def _tables(tables: list[TableStatus]) -> str:
                 f"{sum(t.dlq.values()):,}",
             ],
             numeric=numeric,
-            raw={0, 1},
+            raw={0, 1, 4},
         )
         for t in tables
     )
@@ -266,6 +273,13 @@ def _file(path: str | None, *, with_table: bool = False) -> str:
     if with_table and label != path:
         label = f"{table_label(path.split('/', 1)[0])} {label}"
     return f'<span class="path" title="{_e(path)}">{_e(label)}</span>'
+
+
+def _backlog(backlog: BacklogStatus | None) -> str:
+    """A table's backlog (bytes, hour files) over when it will be live."""
+    if backlog is None:
+        return "—"
+    return f'{_e(size(backlog.bytes))} · {backlog.files} file(s)<div class="sub">{_e(backlog.live_in())}</div>'
 
 
 def _clock(iso: str | None) -> str:

@@ -72,7 +72,13 @@ def install_pages(app: faust.App, sidecar: SidecarView) -> None:
     @app.page("/sidecar/files/", name="hyperdata_sidecar.files")
     async def files(view: View, request: Request) -> Response:
         statuses = snapshot.files(sidecar)
-        return view.json({"files": [s.to_json() for s in statuses], "counts": snapshot.file_state_counts(statuses)})
+        return view.json(
+            {
+                "files": [s.to_json() for s in statuses],
+                "counts": snapshot.file_state_counts(statuses),
+                "backlog": snapshot.backlogs(sidecar),
+            }
+        )
 
     @app.page("/sidecar/seals/", name="hyperdata_sidecar.seals")
     async def seals(view: View, request: Request) -> Response:

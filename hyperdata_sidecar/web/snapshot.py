@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
 from hyperdata_sidecar.core.backup_status import BackupStatus, status_of
@@ -30,8 +31,10 @@ from hyperdata_sidecar.web.files import (
 from hyperdata_sidecar.web.history import History
 from hyperdata_sidecar.web.rates import LineRates
 from hyperdata_sidecar.web.status import (
+    BacklogStatus,
     SidecarStatus,
     Thresholds,
+    catch_up_line,
     problems,
     table_status,
 )
@@ -100,6 +103,7 @@ def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStat
     metrics = view.metrics
     totals = metrics.lines_published_totals()
     dlq_counts = metrics.dlq_counts()
+    backlogs = view.backlog()
     tables = [
         table_status(
             spec.dir_name,
@@ -111,6 +115,7 @@ def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStat
             dlq=dlq_counts.get(spec.dir_name, {}),
             lines_per_s_history=history.lines_per_s(spec.dir_name),
             publish_lag_history=history.publish_lag(spec.dir_name),
+            backlog=backlogs.get(spec.dir_name),
         )
         for spec in TABLES
     ]
@@ -140,6 +145,7 @@ def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStat
             regressions=view.regressions,
         ),
         config=view.settings.public_summary(),
+        catch_up=catch_up_line(tables),
     )
 
 
@@ -180,6 +186,11 @@ def refresh_gauges(view: SidecarView) -> None:
                     oldest = finalized
         metrics.set_oldest_unsealed(table, oldest)
         metrics.set_oldest_unsealed_hour_end(table, oldest_hour_end)
+
+
+def backlogs(view: SidecarView) -> dict[str, dict[str, Any]]:
+    """Each sampled table's backlog as ``/sidecar/files/`` serves it (the ``files`` command prints it)."""
+    return {table: asdict(BacklogStatus.of(estimate)) for table, estimate in sorted(view.backlog().items())}
 
 
 def file_state_counts(statuses: list[FileStatus]) -> dict[str, int]:

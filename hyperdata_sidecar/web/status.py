@@ -11,10 +11,42 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hyperdata_sidecar.core.backlog import Estimate
 from hyperdata_sidecar.core.times import epoch_of
 from hyperdata_sidecar.web.files import FileState, FileStatus, current_file
 from hyperdata_sidecar.web.history import Point
-from hyperdata_sidecar.web.units import duration, size
+from hyperdata_sidecar.web.units import duration, size, table_label
+
+
+@dataclass(frozen=True)
+class BacklogStatus:
+    """What of a table is on disk and not yet published, and when it will be live: ``drain_bytes_per_s``
+    is the last minute's rate (negative while the backlog grows, None until measured), ``eta_s`` the
+    seconds to live at that rate (0 when live, None while the backlog does not shrink)."""
+
+    bytes: int
+    files: int
+    drain_bytes_per_s: float | None
+    eta_s: float | None
+    falling_behind: bool
+
+    @classmethod
+    def of(cls, estimate: Estimate) -> BacklogStatus:
+        return cls(
+            estimate.backlog.bytes, estimate.backlog.files, estimate.drain_bytes_per_s, estimate.eta_s, estimate.falling_behind
+        )
+
+    def live_in(self) -> str:
+        """When the table will be live, in a few words."""
+        if self.eta_s == 0:
+            return "live"
+        if self.falling_behind:
+            return "falling behind"
+        if self.drain_bytes_per_s is None:
+            return "measuring the rate"
+        if self.eta_s is None:
+            return "not shrinking"
+        return f"live in {duration(self.eta_s)}"
 
 
 @dataclass(frozen=True)
@@ -35,6 +67,7 @@ class TableStatus:
     dlq: dict[str, int]
     lines_per_s_history: list[Point] = field(default_factory=list)
     publish_lag_history: list[Point] = field(default_factory=list)
+    backlog: BacklogStatus | None = None  # None until the table's backlog is first sampled
 
 
 @dataclass(frozen=True)
@@ -71,6 +104,7 @@ class SidecarStatus:
     problems: list[Problem]
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
+    catch_up: str | None = None  # one line while a table is catching up (see catch_up_line)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,6 +121,7 @@ def table_status(
     dlq: Mapping[str, int],
     lines_per_s_history: Sequence[Point] = (),
     publish_lag_history: Sequence[Point] = (),
+    backlog: Estimate | None = None,
 ) -> TableStatus:
     """The status of ``table`` from the statuses of all tracked files (of every table)."""
     current = current_file(files, table)
@@ -104,7 +139,26 @@ def table_status(
         dlq=dict(dlq),
         lines_per_s_history=list(lines_per_s_history),
         publish_lag_history=list(publish_lag_history),
+        backlog=BacklogStatus.of(backlog) if backlog is not None else None,
     )
+
+
+def catch_up_line(tables: Sequence[TableStatus]) -> str | None:
+    """What is left to publish over all tables and when the last of them will be live; None when
+    every table sampled is live (or none was sampled yet)."""
+    behind = [t for t in tables if t.backlog is not None and t.backlog.eta_s != 0]
+    if not behind:
+        return None
+    backlogs = [t.backlog for t in behind if t.backlog is not None]
+    total, files = sum(b.bytes for b in backlogs), sum(b.files for b in backlogs)
+    line = f"{size(total)} in {files} hour file(s) not yet published"
+    falling = [table_label(t.table) for t in behind if t.backlog is not None and t.backlog.falling_behind]
+    if falling:
+        return f"{line}; falling behind: {', '.join(falling)} (the backlog does not shrink)"
+    etas = [b.eta_s for b in backlogs]
+    if any(eta is None for eta in etas):
+        return f"{line}; {', '.join(f'{table_label(t.table)} {t.backlog.live_in()}' for t in behind if t.backlog is not None)}"
+    return f"{line}; live in {duration(max(eta for eta in etas if eta is not None))} at the last minute's rate"
 
 
 def problems(
@@ -159,6 +213,11 @@ def problems(
             errors.append(f"{t.table}: {sum(reasons.values())} line(s) sent to the DLQ ({detail})")
         if t.publish_lag_s is not None and t.publish_lag_s > thresholds.lag_seconds:
             warnings.append(f"{t.table}: publish lag {duration(t.publish_lag_s)} (warn above {duration(thresholds.lag_seconds)})")
+        if t.backlog is not None and t.backlog.falling_behind:
+            warnings.append(
+                f"{t.table}: falling behind: {size(t.backlog.bytes)} in {t.backlog.files} hour file(s) not yet published,"
+                " and the backlog has not shrunk for the last half minute"
+            )
         if t.lag_bytes > thresholds.lag_bytes:
             warnings.append(f"{t.table}: tail lag {size(t.lag_bytes)} (warn above {size(thresholds.lag_bytes)})")
     return [Problem("error", text) for text in errors] + [Problem("warning", text) for text in warnings]

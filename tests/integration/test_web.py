@@ -35,7 +35,7 @@ from hyperdata_sidecar.tools.generate import CorpusSummary, generate_corpus
 from hyperdata_sidecar.web.charts import HEIGHT, PAD, WIDTH
 from hyperdata_sidecar.web.history import EVERY_S, SPAN_S, History
 from hyperdata_sidecar.web.page import render_page
-from hyperdata_sidecar.web.status import SidecarStatus, TableStatus
+from hyperdata_sidecar.web.status import BacklogStatus, SidecarStatus, TableStatus, catch_up_line
 from hyperdata_sidecar.web.units import hour_label, table_label
 
 from prometheus_process import ALERTS, PrometheusProcess
@@ -619,6 +619,7 @@ def status_with_long_names() -> SidecarStatus:
             lines_published=84_512_345_678,
             files=144,
             dlq={"malformed": 1_234_567},
+            backlog=BacklogStatus(bytes=3_456_789_012_345, files=1_440, drain_bytes_per_s=-1.0, eta_s=None, falling_behind=True),
         )
         for spec in TABLES
     ]
@@ -662,6 +663,7 @@ def status_with_long_names() -> SidecarStatus:
         backups=backups,
         problems=[],
         snapshots=snapshots,
+        catch_up=catch_up_line(tables),
     )
 
 
@@ -672,6 +674,12 @@ async def test_no_card_overflows_at_1280_px_with_long_names(tmp_path: Path) -> N
 
     layout = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.DOTALL).group(1)))
     assert layout["window"] == 1280
-    assert {card["title"] for card in layout["cards"]} >= {"Tables", "Last seals", "Last backups", "Last node snapshots"}
+    assert {card["title"] for card in layout["cards"]} >= {
+        "Catching up",
+        "Tables",
+        "Last seals",
+        "Last backups",
+        "Last node snapshots",
+    }
     assert [card for card in layout["cards"] if card["content"] > card["card"]] == []
     assert layout["page"] <= layout["window"]

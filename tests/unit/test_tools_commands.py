@@ -13,12 +13,14 @@ from click.testing import CliRunner
 from faust.cli.base import cli
 
 from hyperdata_sidecar.commands import (
+    backlog_line,
     install_commands,
     parse_bytes_per_s,
     parse_speed,
     parse_table_numbers,
 )
 from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
+from hyperdata_sidecar.web.status import BacklogStatus
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +180,24 @@ def test_a_snapshot_pace_is_a_byte_count_per_second_or_max():
         parse_bytes_per_s("fast")
     with pytest.raises(click.BadParameter):
         parse_bytes_per_s("0")
+
+
+@pytest.mark.parametrize(
+    ("backlog", "line"),
+    [
+        (
+            BacklogStatus(bytes=3 * 1024**3, files=4, drain_bytes_per_s=2 * 1024**2, eta_s=1536.0, falling_behind=False),
+            "backlog node_fills_streaming: 3.0 GiB in 4 hour file(s), draining 2.0 MiB/s, live in 25 m 36 s",
+        ),
+        (
+            BacklogStatus(bytes=3 * 1024**3, files=4, drain_bytes_per_s=-1024.0, eta_s=None, falling_behind=True),
+            "backlog node_fills_streaming: 3.0 GiB in 4 hour file(s), falling behind",
+        ),
+        (
+            BacklogStatus(bytes=512, files=1, drain_bytes_per_s=None, eta_s=0.0, falling_behind=False),
+            "backlog node_fills_streaming: 512 B in 1 hour file(s), live",
+        ),
+    ],
+)
+def test_the_files_command_ends_with_each_tables_backlog(backlog, line) -> None:
+    assert backlog_line("node_fills_streaming", backlog) == line

@@ -7,7 +7,7 @@ import html.parser
 import pytest
 
 from hyperdata_sidecar.web.page import render_page
-from hyperdata_sidecar.web.status import Problem, SidecarStatus, TableStatus
+from hyperdata_sidecar.web.status import BacklogStatus, Problem, SidecarStatus, TableStatus
 
 FILLS = "node_fills_streaming"
 
@@ -182,3 +182,20 @@ def test_page_charts_each_tables_last_hour_with_its_latest_and_largest_values() 
     assert page.count('<div class="sub">no samples yet</div>') == 2  # both charts of the table without samples
     assert parsed.tags.count("svg") == 4 and parsed.tags.count("polyline") == 2
     assert 'aria-label="fills lines/s, last hour: now 500/s · max 1,234/s"' in page
+
+
+def test_page_shows_each_tables_backlog_and_when_it_will_be_live() -> None:
+    backlog = BacklogStatus(bytes=3 * 1024**3, files=4, drain_bytes_per_s=1e6, eta_s=3_300.0, falling_behind=False)
+    text = " ".join(visible(render_page(status(tables=[table(backlog=backlog)]))).text)
+
+    assert "3.0 GiB · 4 file(s)" in text
+    assert "live in 55 m 00 s" in text
+
+
+def test_page_puts_the_catch_up_line_first_and_only_while_catching_up() -> None:
+    line = "3.0 GiB in 4 hour file(s) not yet published; live in 55 m 00 s at the last minute's rate"
+    catching_up = visible(render_page(status(catch_up=line))).text
+    live = visible(render_page(status())).text
+
+    assert catching_up.index("Catching up") < catching_up.index("Problems") and line in catching_up
+    assert "Catching up" not in live

@@ -417,3 +417,37 @@ class RefusingTable(dict[str, Any]):
         if self.full:
             raise Exception("IO error: No space left on device")
         super().__setitem__(key, value)
+
+
+# ---------------------------------------------------------------------- backlog
+
+
+async def test_the_backlog_of_each_table_reaches_metrics_status_and_files_views(served) -> None:
+    sidecar, client = served
+    hours = [f"{FILLS}/hourly/20260610/{h}" for h in (13, 14, 15)]
+    write_hour(sidecar, hours[0], b'{"a":1}\n' * 10)
+    write_hour(sidecar, hours[1], b'{"b":2}\n' * 20)
+    write_hour(sidecar, hours[2], b'{"c":3}\n' * 5)
+    run_as_started(sidecar, {FILLS: {hours[0]: FileCursor(path=hours[0], byte_offset=16)}})
+    for tailer in sidecar.tailers.values():
+        tailer.discovered()  # the scan the startup line makes: the sizes the backlog is measured from
+    sidecar.sample_backlogs()
+    metrics = await (await client.get("/metrics")).text()
+    status = await (await client.get("/sidecar/status/")).json()
+    files = await (await client.get("/sidecar/files/")).json()
+    expected_bytes = (80 - 16) + 160 + 40
+
+    assert f'hyperdata_sidecar_backlog_bytes{{table="{FILLS}"}} {expected_bytes}.0' in metrics
+    assert f'hyperdata_sidecar_backlog_files{{table="{FILLS}"}} 3.0' in metrics
+    fills = next(t for t in status["tables"] if t["table"] == FILLS)
+    assert (fills["backlog"]["bytes"], fills["backlog"]["files"]) == (expected_bytes, 3)
+    assert files["backlog"][FILLS] == fills["backlog"]
+
+
+async def test_before_the_tables_are_synced_no_backlog_is_shown(served) -> None:
+    sidecar, client = served
+    sidecar.sample_backlogs()
+    status = await (await client.get("/sidecar/status/")).json()
+
+    assert [t["backlog"] for t in status["tables"]] == [None] * len(TABLES)
+    assert status["catch_up"] is None

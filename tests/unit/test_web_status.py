@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
+from hyperdata_sidecar.core.backlog import Backlog, Estimate
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
 from hyperdata_sidecar.web.files import LiveFile, file_statuses
-from hyperdata_sidecar.web.status import Problem, Thresholds, problems, table_status
+from hyperdata_sidecar.web.status import Problem, TableStatus, Thresholds, catch_up_line, problems, table_status
 
 FILLS = "node_fills_streaming"
 BOOK = "node_raw_book_diffs_streaming"
@@ -152,4 +155,70 @@ def test_a_parked_backup_is_an_error_that_says_how_to_try_again() -> None:
             f"{path('12')}: backup parked after 20 failed tries (unsafe_path); it is tried again on the next"
             f" start, or now with: faust -A hyperdata_sidecar backup-retry {path('12')}",
         ),
+    ]
+
+
+# ---------------------------------------------------------------------- backlog and time to live
+
+GIB = 1024**3
+
+
+def behind(table: str, nbytes: int, files: int, rate: float | None, eta: float | None, falling: bool = False) -> TableStatus:
+    estimate = Estimate(Backlog(nbytes, files), rate, eta, falling)
+    return table_status(table, "t", [], lines_published=0, publish_lag_s=None, lines_per_s=None, dlq={}, backlog=estimate)
+
+
+@pytest.mark.parametrize(
+    ("rate", "eta", "falling", "said"),
+    [
+        (5e6, 0.0, False, "live"),
+        (None, None, False, "measuring the rate"),
+        (0.0, None, False, "not shrinking"),
+        (-1e6, None, True, "falling behind"),
+        (1e6, 7_500.0, False, "live in 2 h 05 m"),
+    ],
+)
+def test_a_tables_backlog_says_when_it_will_be_live(rate, eta, falling, said) -> None:
+    assert behind(FILLS, 3 * GIB, 4, rate, eta, falling).backlog.live_in() == said
+
+
+def test_no_catch_up_line_while_every_table_is_live_or_before_a_sample() -> None:
+    live = behind(FILLS, 1000, 1, 10.0, 0.0)
+    unsampled = fills_status([])
+
+    assert catch_up_line([live, unsampled]) is None
+
+
+def test_the_catch_up_line_sums_the_tables_behind_and_gives_the_slowest_ones_time() -> None:
+    tables = [behind(FILLS, 2 * GIB, 3, 1e6, 600.0), behind(BOOK, GIB, 2, 1e6, 7_500.0), behind("x", 10, 1, 1.0, 0.0)]
+
+    assert catch_up_line(tables) == "3.0 GiB in 5 hour file(s) not yet published; live in 2 h 05 m at the last minute's rate"
+
+
+def test_the_catch_up_line_names_each_tables_state_while_one_has_no_time_to_live() -> None:
+    tables = [behind(FILLS, 2 * GIB, 3, 1e6, 600.0), behind(BOOK, GIB, 2, None, None)]
+
+    assert (
+        catch_up_line(tables)
+        == "3.0 GiB in 5 hour file(s) not yet published; fills live in 10 m 00 s, raw_book_diffs measuring the rate"
+    )
+
+
+def test_the_catch_up_line_names_the_tables_falling_behind() -> None:
+    tables = [behind(FILLS, 2 * GIB, 3, -1e6, None, True), behind(BOOK, GIB, 2, 1e6, 60.0)]
+
+    assert catch_up_line(tables) == (
+        "3.0 GiB in 5 hour file(s) not yet published; falling behind: fills (the backlog does not shrink)"
+    )
+
+
+def test_a_table_falling_behind_is_a_warning() -> None:
+    table = behind(FILLS, 2 * GIB, 3, -1e6, None, True)
+
+    assert problems(not_ready=[], tables=[table], files=[], thresholds=THRESHOLDS, now=NOW) == [
+        Problem(
+            "warning",
+            f"{FILLS}: falling behind: 2.0 GiB in 3 hour file(s) not yet published,"
+            " and the backlog has not shrunk for the last half minute",
+        )
     ]
