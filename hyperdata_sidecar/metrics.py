@@ -151,9 +151,9 @@ class SidecarMetrics:
         self._backups = counter("backups_total", "Backup attempts by result (ok, noop, failed).", ("result",))
         self._producer_errors = counter("producer_errors_total", "Data-plane producer errors by kind.", ("kind",))
         self._producer_retries = counter("producer_retries_total", "Data-plane batches sent again.")
-        self._poll_cycle = Histogram(
+        self._tick_seconds = Histogram(
             PREFIX + "poll_cycle_seconds",
-            "Duration of one tail cycle (read, publish, ack, checkpoint).",
+            "Duration of one tick of a table's polling loop (its reads, publishing, reports and checkpoints; a catch-up tick lasts as long as the backlog).",
             table,
             buckets=POLL_CYCLE_BUCKETS,
             registry=self.registry,
@@ -209,7 +209,7 @@ class SidecarMetrics:
             metric.labels(table)
         for reason in REWRITE_REASONS:
             self._rewritten.labels(table, reason)
-        self._poll_cycle.labels(table)
+        self._tick_seconds.labels(table)
         self._publish_lag.labels(table).set_function(lambda: self._lag_since(self._newest_block_time.get(table)))
         self._oldest_unsealed_age.labels(table).set_function(lambda: self._lag_since(self._oldest_unsealed.get(table)))
         self._track_alerting(table)
@@ -242,8 +242,8 @@ class SidecarMetrics:
     def set_files_tailed(self, table: str, count: int) -> None:
         self._files_tailed.labels(table).set(count)
 
-    def poll_cycle(self, table: str, seconds: float) -> None:
-        self._poll_cycle.labels(table).observe(seconds)
+    def tick_done(self, table: str, seconds: float) -> None:
+        self._tick_seconds.labels(table).observe(seconds)
 
     def dlq(self, table: str, reason: str, count: int = 1) -> None:
         self._dlq.labels(table, reason).inc(count)

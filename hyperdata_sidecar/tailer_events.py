@@ -72,7 +72,7 @@ class TailerEvents:
 
     def tick_done(self, seconds: float, files: int) -> None:
         self.metrics.set_files_tailed(self.table, files)
-        self.metrics.poll_cycle(self.table, seconds)
+        self.metrics.tick_done(self.table, seconds)
 
     def file_adopted(self, cursor: FileCursor) -> None:
         self.log.info("file_adopted", path=cursor.path, start_offset=cursor.byte_offset, stage=cursor.stage.value)

@@ -5,7 +5,7 @@ the file being read (and of a sealed file reopened by a late append) plus every 
 already on disk, whole. The tailer measures it from the sizes it already has (its reads' ``stat``
 and the directory scan), never by reading files. :class:`BacklogMeter` keeps a minute of samples and
 derives how fast the backlog drains and when it reaches zero at that rate; a backlog that does not
-shrink while it is more than a poll's worth is *falling behind*.
+shrink while it is more than a few seconds of writes (or spans several files) is *falling behind*.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections import deque
 from typing import NamedTuple
 
 RATE_WINDOW_S = 60.0  # the drain rate is measured over this much time
-LIVE_BYTES = 64 * 1024 * 1024  # a backlog this small counts as live (a few seconds of the node's writes)
+LIVE_BYTES = 64 * 1024 * 1024  # a backlog this small, in at most one file, counts as live (a few seconds of the node's writes)
 
 
 class Backlog(NamedTuple):
@@ -64,7 +64,7 @@ class BacklogMeter:
         now, backlog = self._samples[-1]
         span = now - first_at
         rate = (first.bytes - backlog.bytes) / span if span > 0 else None
-        if backlog.bytes <= self.live_bytes:
+        if backlog.bytes <= self.live_bytes and backlog.files <= 1:
             return Estimate(backlog, rate, 0.0, False)
         if rate is None:
             return Estimate(backlog, None, None, False)

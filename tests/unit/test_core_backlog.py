@@ -61,3 +61,10 @@ def test_the_rate_is_measured_over_the_last_window_only():
 def test_one_sample_has_no_rate_yet():
     estimate = BacklogMeter(live_bytes=MiB).sample(0.0, Backlog(10 * MiB, 1))
     assert estimate.drain_bytes_per_s is None and estimate.eta_s is None and not estimate.falling_behind
+
+
+def test_a_small_backlog_spread_over_several_hour_files_is_not_live():
+    meter = BacklogMeter(window_s=60.0, live_bytes=MiB)
+    meter.sample(0.0, Backlog(MiB // 2, 3))
+    estimate = meter.sample(10.0, Backlog(MiB // 4, 2))
+    assert estimate.eta_s == 10.0

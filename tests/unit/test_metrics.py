@@ -184,8 +184,8 @@ def test_seal_counts_per_table_and_observes_its_latency() -> None:
 
 def test_poll_cycle_histogram_spans_a_millisecond_to_ten_seconds() -> None:
     metrics = SidecarMetrics()
-    metrics.poll_cycle(BOOK, 0.0005)
-    metrics.poll_cycle(BOOK, 9.0)
+    metrics.tick_done(BOOK, 0.0005)
+    metrics.tick_done(BOOK, 9.0)
 
     assert value(metrics, "hyperdata_sidecar_poll_cycle_seconds_bucket", table=BOOK, le="0.001") == 1
     assert value(metrics, "hyperdata_sidecar_poll_cycle_seconds_bucket", table=BOOK, le="10.0") == 2
