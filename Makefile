@@ -7,7 +7,7 @@ VPY := $(VENV)/bin/python
 # Written after a successful install; older than pyproject.toml means "install again".
 STAMP := $(VENV)/.installed-from-pyproject
 
-.PHONY: venv lint test unit alerts-test systemd-verify systemd-test kafka-up kafka-down demo bench drills image-test
+.PHONY: venv engine lint lint-engine test unit alerts-test systemd-verify systemd-test kafka-up kafka-down demo bench drills image-test
 
 venv: $(STAMP)
 
@@ -18,11 +18,25 @@ $(STAMP): pyproject.toml
 	$(VPY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-# ruff (lint, then the format check) and mypy (strict on hyperdata_sidecar/core). mypy checks the
+# The native line engine (engine/, Rust: PyO3 + maturin) built in release mode and installed into
+# the venv as the distribution hyperdata-sidecar-engine (module hyperdata_sidecar_engine). Needs
+# cargo (rustup.rs); crates come from crates.io. Without it the sidecar's Python engine is used.
+engine: venv
+	@command -v cargo >/dev/null || { echo "make engine: cargo not found; install Rust (https://rustup.rs)" >&2; exit 1; }
+	$(VPY) -m pip install --quiet --disable-pip-version-check 'maturin>=1.9,<2'
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release -m engine/Cargo.toml
+
+# The engine's Rust: rustfmt's check and clippy with every warning an error.
+lint-engine:
+	@command -v cargo >/dev/null || { echo "make lint-engine: cargo not found; install Rust (https://rustup.rs)" >&2; exit 1; }
+	cargo fmt --manifest-path engine/Cargo.toml --check
+	cargo clippy --manifest-path engine/Cargo.toml --all-targets -- -D warnings
+
+# lint-engine, then ruff (lint, then the format check) and mypy (strict on hyperdata_sidecar/core). mypy checks the
 # package as it is installed, agents/ as hyperdata_sidecar.agents: $(TYPECHECK_TREE) is that layout
 # made of symbolic links to the sources (its messages name the links; each resolves to its source).
 TYPECHECK_TREE := build/typecheck
-lint: venv
+lint: venv lint-engine
 	$(VENV)/bin/ruff check .
 	rm -rf $(TYPECHECK_TREE)/hyperdata_sidecar && mkdir -p $(TYPECHECK_TREE)/hyperdata_sidecar
 	ln -s $(CURDIR)/hyperdata_sidecar/* $(CURDIR)/agents $(TYPECHECK_TREE)/hyperdata_sidecar/

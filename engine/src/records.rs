@@ -1,0 +1,160 @@
+//! Kafka records for an hour file's lines, as `core/records.py`'s `RecordWriter` builds them.
+//!
+//! A good line: value = the line, key = its coin, partition = murmur2 of the key, headers `line_id`,
+//! `source`, `offset`. A line that cannot be published: a dead letter on the DLQ topic, key = the
+//! table's dir name, headers `source`, `offset`, `reason`, `detail` (at most 1024 bytes), value =
+//! the line, or for a line not carried (`oversize`) a JSON reference to it.
+//!
+//! Records stay Rust values in a `Batch`: the producer sends them from here, and Python sees
+//! them only when it asks (tests, the differential check).
+
+use std::collections::HashMap;
+
+use crate::murmur2::partition_for;
+use crate::sequencer::Regression;
+
+/// Longest `detail` header kept, in bytes (cut as `detail.encode()[:1024]` cuts it).
+const MAX_DETAIL_BYTES: usize = 1024;
+
+/// Which of the table's two topics a record goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    Data,
+    DeadLetters,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub destination: Destination,
+    pub partition: u32,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    /// In the order they are sent.
+    pub headers: Vec<(&'static str, Vec<u8>)>,
+}
+
+/// What one read (one `feed`, or one `resume` after an undecided line) handed over.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// Every record, data and dead letters, in file order.
+    pub records: Vec<Record>,
+    pub lines: u64,
+    pub dlq: u64,
+    pub regressions: Vec<Regression>,
+    /// (reason, offset) of each dead letter, for metrics and logs.
+    pub dead_letters: Vec<(String, u64)>,
+    /// The last good line (its block_time is the newest).
+    pub last_line: Option<Vec<u8>>,
+    /// The line the native inspection could not decide (its offset and bytes, newline excluded):
+    /// the read stopped there until Python gives its verdict.
+    pub undecided: Option<(u64, Vec<u8>)>,
+}
+
+impl Batch {
+    /// Every record handed over (data and dead letters).
+    pub fn produced(&self) -> u64 {
+        self.lines + self.dlq
+    }
+}
+
+/// Where one table's records go and how they are keyed.
+pub struct RecordBuilder {
+    data_partitions: u32,
+    dlq_partition: u32,
+    table: Vec<u8>,
+    source: String,
+    /// Partition of each coin seen (a table has a few hundred coins).
+    routes: HashMap<Vec<u8>, u32>,
+}
+
+impl RecordBuilder {
+    pub fn new(table: &str, source: String, data_partitions: u32, dlq_partition: u32) -> Self {
+        RecordBuilder {
+            data_partitions,
+            dlq_partition,
+            table: table.as_bytes().to_vec(),
+            source,
+            routes: HashMap::new(),
+        }
+    }
+
+    pub fn data(&mut self, coin: &[u8], line: &[u8], offset: u64, line_id: Vec<u8>) -> Record {
+        let partition = match self.routes.get(coin) {
+            Some(&partition) => partition,
+            None => *self
+                .routes
+                .entry(coin.to_vec())
+                .or_insert(partition_for(coin, self.data_partitions)),
+        };
+        let headers = vec![
+            ("line_id", line_id),
+            ("source", self.source.as_bytes().to_vec()),
+            ("offset", decimal(offset)),
+        ];
+        Record {
+            destination: Destination::Data,
+            partition,
+            key: coin.to_vec(),
+            value: line.to_vec(),
+            headers,
+        }
+    }
+
+    /// The DLQ record of the line at `offset` (`value`: the line or its reference).
+    pub fn dead_letter(&self, reason: &str, offset: u64, value: Vec<u8>, detail: &str) -> Record {
+        let detail = &detail.as_bytes()[..detail.len().min(MAX_DETAIL_BYTES)];
+        let headers = vec![
+            ("source", self.source.as_bytes().to_vec()),
+            ("offset", decimal(offset)),
+            ("reason", reason.as_bytes().to_vec()),
+            ("detail", detail.to_vec()),
+        ];
+        Record {
+            destination: Destination::DeadLetters,
+            partition: self.dlq_partition,
+            key: self.table.clone(),
+            value,
+            headers,
+        }
+    }
+
+    /// The DLQ value that stands for a line not carried, byte for byte as `records.reference`
+    /// writes it with `orjson.dumps`: `{"source":…,"offset":…,"length":…,"sha256":…}`.
+    pub fn reference(&self, offset: u64, length: u64, sha256: &str) -> Vec<u8> {
+        let mut json = Vec::with_capacity(self.source.len() + sha256.len() + 64);
+        json.extend_from_slice(b"{\"source\":");
+        json_string(&mut json, &self.source);
+        json.extend_from_slice(b",\"offset\":");
+        json.extend_from_slice(&decimal(offset));
+        json.extend_from_slice(b",\"length\":");
+        json.extend_from_slice(&decimal(length));
+        json.extend_from_slice(b",\"sha256\":");
+        json_string(&mut json, sha256);
+        json.push(b'}');
+        json
+    }
+}
+
+fn decimal(number: u64) -> Vec<u8> {
+    number.to_string().into_bytes()
+}
+
+/// A JSON string as orjson writes it: UTF-8 kept as is; `"` and `\` escaped; control characters
+/// as their short escapes where JSON has one, else `\u00xx` in lower-case hex.
+fn json_string(out: &mut Vec<u8>, text: &str) {
+    out.push(b'"');
+    for &byte in text.as_bytes() {
+        match byte {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0C => out.extend_from_slice(b"\\f"),
+            0x00..=0x1F => out.extend_from_slice(format!("\\u{byte:04x}").as_bytes()),
+            _ => out.push(byte),
+        }
+    }
+    out.push(b'"');
+}
