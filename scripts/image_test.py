@@ -4,7 +4,7 @@
 
 1. A Debian bookworm base with Python 3.11, made with debootstrap and imported into podman, as no
    image registry is reachable here. Made once: the rootfs tarball is kept in
-   ~/.cache/hyperdata-sidecar/base/ and the image in podman's storage.
+   ~/.cache/hyperdata-sidecar/base/ and the image in podman's storage (scripts/podman_kit.py).
 2. The image, built as docker/compose.yaml's `build` section says, on that base (BASE_IMAGE).
    pip inside the build trusts the CA certificates this machine trusts (the host's bundle is
    mounted for the build only). podman keeps the layers: a rebuild without a change to
@@ -25,54 +25,44 @@
 
 Containers, the volume and the broker of this run are removed on exit; logs stay in
 var/image-test/. Needs podman and runc (on this kernel with `default_ulimits = []` in
-containers.conf), debootstrap for the first run, Java and Maven for the broker: `.ci/run`
-installs them. Exits 0 when everything passed, 1 with the reason otherwise.
+containers.conf, as .ci/run writes), debootstrap for the first run, Java and Maven for the broker:
+`.ci/run` installs them. Exits 0 when everything passed, 1 with the reason otherwise.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import filecmp
 import json
 import os
 import re
-import shutil
-import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from podman_kit import DEADLINE_S, PODMAN, BaseImage, StepFailed, TestRun, podman, run_logged, run_test, step
 
-from hyperdata_sidecar.devkafka import DevKafkaError, LocalKafka
 from hyperdata_sidecar.tools.generate import generate_corpus, parse_start
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "docker" / "compose.yaml"
 WORK = REPO / "var" / "image-test"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hyperdata-sidecar" / "base"
-BASE_IMAGE = "localhost/hyperdata-sidecar-base:bookworm"
-BASE_TARBALL = CACHE / "debian-bookworm-python3.tar"
-# crun fails on this kernel; runc with cgroupfs works (and default_ulimits = [] in containers.conf).
-PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager=cgroupfs"]
+BASE = BaseImage(
+    "localhost/hyperdata-sidecar-base:bookworm",
+    packages="python3,python3-venv,ca-certificates",
+    cache_dir="base",
+    tarball="debian-bookworm-python3.tar",
+)
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 RUN_ID = f"hdsc-image-test-{os.getpid()}"
 SERVICES = ("topics-init", "sidecar", "replay", "verify")
 RECREATED = ("sidecar-recreated", "sidecar-without-node-id", "sidecar-other-uid")
-DEADLINE_S = 180.0
-
-
-class ImageTestError(Exception):
-    """A step failed; the message says which and why."""
 
 
 # ---- compose.yaml -----------------------------------------------------------------------------
@@ -93,7 +83,7 @@ _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
 def interpolate(value: Any, variables: Mapping[str, str]) -> Any:
     """``value`` with compose's ``${NAME}``, ``${NAME:-default}``, ``${NAME-default}`` and ``$$``
     resolved from ``variables`` alone (not this process's environment, so the shell cannot
-    change the test). Raises ImageTestError for an unset ``${NAME}`` or another ``$`` form."""
+    change the test). Raises StepFailed for an unset ``${NAME}`` or another ``$`` form."""
     if isinstance(value, dict):
         return {key: interpolate(item, variables) for key, item in value.items()}
     if isinstance(value, list):
@@ -109,12 +99,12 @@ def interpolate(value: Any, variables: Mapping[str, str]) -> Any:
         if (operator == ":-" and not current) or (operator == "-" and current is None):
             return default
         if current is None:
-            raise ImageTestError(f"{COMPOSE_FILE}: ${{{name}}} has no default and the test does not set it")
+            raise StepFailed(f"{COMPOSE_FILE}: ${{{name}}} has no default and the test does not set it")
         return current
 
     resolved = _VARIABLE.sub(resolve, value)
     if "$" in resolved:
-        raise ImageTestError(f"{COMPOSE_FILE}: {value!r} uses a $ form this test does not resolve")
+        raise StepFailed(f"{COMPOSE_FILE}: {value!r} uses a $ form this test does not resolve")
     return resolved.replace("\0", "$")
 
 
@@ -127,12 +117,12 @@ def check_translatable(compose: Mapping[str, Any], service: str) -> dict[str, An
     spec = compose["services"][service]
     unknown = set(spec) - TRANSLATED_KEYS - set(REPLACED_KEYS)
     if unknown:
-        raise ImageTestError(
+        raise StepFailed(
             f"{COMPOSE_FILE}: service {service} sets {sorted(unknown)}, which scripts/image_test.py "
             f"does not run; teach it to, or the test no longer runs what compose runs"
         )
     if not isinstance(spec.get("environment", {}), dict) or not isinstance(spec["command"], list):
-        raise ImageTestError(f"{COMPOSE_FILE}: service {service}: environment must be a map, command a list")
+        raise StepFailed(f"{COMPOSE_FILE}: service {service}: environment must be a map, command a list")
     return spec
 
 
@@ -150,12 +140,12 @@ def mount_argument(volume: str, named_volumes: Mapping[str, str]) -> str:
     if source.startswith((".", "/")):
         host = (COMPOSE_FILE.parent / source).resolve()
         if not host.is_dir():
-            raise ImageTestError(f"volume {volume!r}: {host} is not a directory")
+            raise StepFailed(f"volume {volume!r}: {host} is not a directory")
         source = str(host)
     elif source in named_volumes:
         source = named_volumes[source]
     else:
-        raise ImageTestError(f"volume {volume!r}: {source} is neither a path nor a declared volume")
+        raise StepFailed(f"volume {volume!r}: {source} is neither a path nor a declared volume")
     return ":".join([source, target, *mode])
 
 
@@ -178,68 +168,7 @@ def podman_run_arguments(
     return args + [image, *map(str, spec["command"])]
 
 
-# ---- podman -------------------------------------------------------------------------------------
-
-
-def podman(*args: str, timeout: float = DEADLINE_S, check: bool = True) -> subprocess.CompletedProcess[str]:
-    try:
-        result = subprocess.run([*PODMAN, *args], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise ImageTestError(f"podman {args[0]} did not finish within {timeout:.0f}s") from None
-    if check and result.returncode != 0:
-        raise ImageTestError(f"podman {' '.join(args[:2])} failed ({result.returncode}):\n{result.stderr.strip()}")
-    return result
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Held while the base image is made, so two runs on one machine do not both debootstrap."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-def ensure_base_image() -> str:
-    """Make BASE_IMAGE unless podman has it; returns where it came from."""
-    if podman("image", "exists", BASE_IMAGE, check=False).returncode == 0:
-        return "podman storage"
-    with file_lock(CACHE / ".lock"):
-        made = "cached rootfs tarball"
-        if not BASE_TARBALL.exists():
-            make_base_tarball()
-            made = "debootstrap"
-        podman("import", str(BASE_TARBALL), BASE_IMAGE, timeout=300)
-    return made
-
-
-def make_base_tarball() -> None:
-    if shutil.which("debootstrap") is None:
-        raise ImageTestError("debootstrap not found: apt-get install debootstrap (.ci/run does)")
-    scratch = Path(tempfile.mkdtemp(prefix="rootfs-", dir=CACHE))
-    rootfs = scratch / "rootfs"
-    left = f"(the partial rootfs is left in {scratch}; check /proc/mounts before deleting it)"
-    try:
-        run_step(
-            ["debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates", "bookworm", str(rootfs)],
-            "debootstrap",
-            WORK / "debootstrap.log",
-            timeout=900,
-        )
-    except ImageTestError as failure:
-        raise ImageTestError(f"{failure}\n{left}") from None
-    # debootstrap mounts /proc and /sys (sometimes host devices) inside the rootfs while it works:
-    # one left behind would be archived, and deleting through it would delete on the host.
-    mounts = [
-        fields[1]
-        for fields in map(str.split, Path("/proc/mounts").read_text().splitlines())
-        if fields[1].startswith(f"{scratch}/")
-    ]
-    if mounts:
-        raise ImageTestError(f"debootstrap left mounts in its rootfs: {', '.join(mounts)}\n{left}")
-    run_step(["tar", "-C", str(rootfs), "-cf", str(scratch / "rootfs.tar"), "."], "tar", WORK / "tar.log", timeout=300)
-    (scratch / "rootfs.tar").rename(BASE_TARBALL)
-    shutil.rmtree(scratch)
+# ---- the image ---------------------------------------------------------------------------------
 
 
 def build_image(compose: Mapping[str, Any]) -> tuple[str, str]:
@@ -249,12 +178,12 @@ def build_image(compose: Mapping[str, Any]) -> tuple[str, str]:
     that moves the tag cannot change what this run tests."""
     built = [(name, spec) for name, spec in compose["services"].items() if "build" in spec]
     if len(built) != 1:
-        raise ImageTestError(f"{COMPOSE_FILE}: expected one service with a build section, found {len(built)}")
+        raise StepFailed(f"{COMPOSE_FILE}: expected one service with a build section, found {len(built)}")
     spec = built[0][1]
     tag = spec["image"]
     for service in SERVICES:
         if compose["services"][service]["image"] != tag:
-            raise ImageTestError(f"{COMPOSE_FILE}: service {service} runs another image than the one built ({tag})")
+            raise StepFailed(f"{COMPOSE_FILE}: service {service} runs another image than the one built ({tag})")
     context = (COMPOSE_FILE.parent / spec["build"]["context"]).resolve()
     args = ["build", "--file", str(context / spec["build"]["dockerfile"]), "--tag", tag]
     for key, value in spec["build"].get("args", {}).items():
@@ -263,33 +192,11 @@ def build_image(compose: Mapping[str, Any]) -> tuple[str, str]:
         # This machine may reach PyPI through a TLS-inspecting proxy whose CA only the host trusts.
         args += ["--volume", f"{HOST_CA_BUNDLE}:/etc/ssl/certs/ca-certificates.crt:ro"]
     iidfile = WORK / "image.id"
-    run_step([*PODMAN, *args, "--iidfile", str(iidfile), str(context)], "podman build", WORK / "build.log", timeout=900)
+    run_logged([*PODMAN, *args, "--iidfile", str(iidfile), str(context)], "podman build", WORK / "build.log", timeout=900)
     return tag, iidfile.read_text().strip()
 
 
 # ---- steps --------------------------------------------------------------------------------------
-
-
-def step(text: str) -> None:
-    print(f"\n== {text}", flush=True)
-
-
-def run_step(command: list[str], what: str, log: Path, *, timeout: float = DEADLINE_S, show: bool = False) -> str:
-    """Run ``command`` (``what``, for messages) to completion, its output into ``log`` (and on the
-    console with ``show``); raises ImageTestError with the output's tail if it fails or outlives
-    ``timeout``."""
-    try:
-        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as expired:
-        log.write_bytes(expired.output or b"")
-        raise ImageTestError(f"{what} did not finish within {timeout:.0f}s (log: {log})") from None
-    log.write_text(result.stdout)
-    if show:
-        print(result.stdout.rstrip())
-    if result.returncode != 0:
-        tail = "\n".join(result.stdout.splitlines()[-30:])
-        raise ImageTestError(f"{what} exited {result.returncode} (log: {log}):\n{tail}")
-    return result.stdout
 
 
 def free_port() -> int:
@@ -302,7 +209,7 @@ def wait_until_ready(url: str, container: str) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
         if podman("inspect", "--format", "{{.State.Running}}", container).stdout.strip() != "true":
-            raise ImageTestError(f"the sidecar container exited before it was ready:\n{container_log_tail(container)}")
+            raise StepFailed(f"the sidecar container exited before it was ready:\n{container_log_tail(container)}")
         try:
             with urllib.request.urlopen(url, timeout=5) as response:
                 if response.status == 200:
@@ -310,7 +217,7 @@ def wait_until_ready(url: str, container: str) -> None:
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass  # not up yet, or not ready (503)
         time.sleep(1)
-    raise ImageTestError(f"{url} did not answer 200 within {DEADLINE_S:.0f}s:\n{container_log_tail(container)}")
+    raise StepFailed(f"{url} did not answer 200 within {DEADLINE_S:.0f}s:\n{container_log_tail(container)}")
 
 
 def container_log_tail(container: str, lines: int = 30) -> str:
@@ -324,7 +231,7 @@ def check_replayed(corpus: Path, watch: Path) -> int:
     corpus_files = sorted(p.relative_to(corpus) for p in corpus.rglob("*") if p.is_file())
     watch_files = sorted(p.relative_to(watch) for p in watch.rglob("*") if p.is_file())
     if corpus_files != watch_files or not all(filecmp.cmp(corpus / f, watch / f, shallow=False) for f in corpus_files):
-        raise ImageTestError(f"the replay container did not reproduce {corpus} in {watch}")
+        raise StepFailed(f"the replay container did not reproduce {corpus} in {watch}")
     return len(corpus_files)
 
 
@@ -353,9 +260,9 @@ class Stack:
         return args
 
     def run_to_completion(self, service: str) -> str:
-        """Runs a one-shot service; returns its output. Raises ImageTestError unless it exits 0."""
+        """Runs a one-shot service; returns its output. Raises StepFailed unless it exits 0."""
         command = [*PODMAN, "run", "--rm", *self.run_arguments(service)]
-        return run_step(command, f"the {service} container", WORK / f"{service}.log", show=True)
+        return run_logged(command, f"the {service} container", WORK / f"{service}.log", show=True)
 
 
 def run_services(stack: Stack) -> None:
@@ -374,7 +281,7 @@ def run_services(stack: Stack) -> None:
     step("6/7 the verifier")
     report = stack.run_to_completion("verify")
     if not re.search(r"^OK: 0 lost, 0 failing findings, 0 duplicates", report, re.MULTILINE):
-        raise ImageTestError("the verifier exited 0 without its 'OK: 0 lost, 0 failing findings, 0 duplicates' verdict")
+        raise StepFailed("the verifier exited 0 without its 'OK: 0 lost, 0 failing findings, 0 duplicates' verdict")
     stop_sidecar(sidecar)
 
 
@@ -382,7 +289,7 @@ def stop_sidecar(container: str) -> None:
     podman("stop", "--time", "60", container, timeout=90)
     exit_code = podman("inspect", "--format", "{{.State.ExitCode}}", container).stdout.strip()
     if exit_code != "0":
-        raise ImageTestError(f"the sidecar container exited {exit_code} on SIGTERM:\n{container_log_tail(container)}")
+        raise StepFailed(f"the sidecar container exited {exit_code} on SIGTERM:\n{container_log_tail(container)}")
 
 
 def recreate_sidecar(stack: Stack, files: int) -> None:
@@ -398,7 +305,7 @@ def recreate_sidecar(stack: Stack, files: int) -> None:
     published = metric_sum(f"{base}/metrics", "hyperdata_sidecar_lines_published_total")
     sealed = metric_sum(f"{base}/metrics", "hyperdata_sidecar_seals_emitted_total")
     if published or sealed:
-        raise ImageTestError(f"the recreated sidecar published {published:.0f} lines and {sealed:.0f} seals again")
+        raise StepFailed(f"the recreated sidecar published {published:.0f} lines and {sealed:.0f} seals again")
     stop_sidecar(container)
     print(f"the recreated container caught up with the {files} files on disk and published nothing")
     expect_configuration_error(stack, "sidecar-without-node-id", "NODE_ID", NODE_ID="")
@@ -417,7 +324,7 @@ def wait_until_caught_up(url: str, files: int, container: str) -> None:
             if len(open_files) == len({row["path"].split("/")[0] for row in rows}):
                 return
         time.sleep(1)
-    raise ImageTestError(f"{url} did not list {files} caught-up files within {DEADLINE_S:.0f}s:\n{container_log_tail(container)}")
+    raise StepFailed(f"{url} did not list {files} caught-up files within {DEADLINE_S:.0f}s:\n{container_log_tail(container)}")
 
 
 def metric_sum(url: str, name: str) -> float:
@@ -435,73 +342,68 @@ def expect_configuration_error(stack: Stack, name: str, setting: str, **changes:
     output = container_log_tail(container, 1000)
     errors = [line for line in output.splitlines() if "configuration error" in line]
     if exit_code != "2" or len(errors) != 1 or setting not in errors[0] or "Traceback" in output:
-        raise ImageTestError(f"{name}: expected exit 2 and one configuration error naming {setting}, got {exit_code}:\n{output}")
+        raise StepFailed(f"{name}: expected exit 2 and one configuration error naming {setting}, got {exit_code}:\n{output}")
     print(f"{name}: exit 2, {errors[0]}")
 
 
-def main() -> int:
-    began = time.monotonic()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the cleanup below runs
-    broker = None
-    named_volumes: dict[str, str] = {}
-    try:
-        if shutil.which("podman") is None:
-            raise ImageTestError("podman not found: apt-get install podman runc (.ci/run does)")
-        shutil.rmtree(WORK, ignore_errors=True)
-        dirs = {name: WORK / name for name in ("watch", "backups", "corpus", "kafka")}
-        for path in dirs.values():
-            path.mkdir(parents=True)
+def image_test(test_run: TestRun) -> str:
+    """The steps of the module's docstring; returns what passed."""
+    dirs = {name: WORK / name for name in ("watch", "backups", "corpus", "kafka")}
+    for path in dirs.values():
+        path.mkdir()
 
-        step(f"1/7 base image {BASE_IMAGE}")
-        print(f"from {ensure_base_image()} ({time.monotonic() - began:.0f}s)")
+    step(f"1/7 base image {BASE.name}")
+    print(f"from {BASE.ensure(WORK)} ({test_run.seconds():.0f}s)")
 
-        broker = LocalKafka(dirs["kafka"], port=free_port(), controller_port=free_port())
-        compose = load_compose(
-            {
-                "BASE_IMAGE": BASE_IMAGE,
-                "SIDECAR_KAFKA_BOOTSTRAP": broker.bootstrap,
-                "WATCH_HOST_DIR": str(dirs["watch"]),
-                "BACKUP_HOST_DIR": str(dirs["backups"]),
-                "REPLAY_HOST_DIR": str(dirs["corpus"]),
-                "REPLAY_SPEED": "1200",  # a corpus hour every 3 s: the sidecar tails growing files and rotations
-            }
-        )
-        step("2/7 the image, as compose.yaml builds it")
-        tag, image = build_image(compose)
-        print(f"{tag} = {image.removeprefix('sha256:')[:12]} ({time.monotonic() - began:.0f}s)")
+    broker = test_run.broker(dirs["kafka"])
+    compose = load_compose(
+        {
+            "BASE_IMAGE": BASE.name,
+            "SIDECAR_KAFKA_BOOTSTRAP": broker.bootstrap,
+            "WATCH_HOST_DIR": str(dirs["watch"]),
+            "BACKUP_HOST_DIR": str(dirs["backups"]),
+            "REPLAY_HOST_DIR": str(dirs["corpus"]),
+            "REPLAY_SPEED": "1200",  # a corpus hour every 3 s: the sidecar tails growing files and rotations
+        }
+    )
+    step("2/7 the image, as compose.yaml builds it")
+    tag, image = build_image(compose)
+    print(f"{tag} = {image.removeprefix('sha256:')[:12]} ({test_run.seconds():.0f}s)")
 
-        step(f"3/7 a Kafka broker on the host at {broker.bootstrap}, and a corpus")
-        broker.start()
-        summary = generate_corpus(
-            dirs["corpus"], hours=3, lines_per_hour=6000, seed=13, start=parse_start("20260610/22"), bad_every=700
-        )
-        print(f"{len(summary.files)} hour files, {summary.lines:,} lines, {len(summary.bad_lines)} bad")
-        for name in used_named_volumes(compose):
-            named_volumes[name] = podman("volume", "create", f"{RUN_ID}-{name}").stdout.strip()
+    step(f"3/7 a Kafka broker on the host at {broker.bootstrap}, and a corpus")
+    broker.start()
+    summary = generate_corpus(
+        dirs["corpus"], hours=3, lines_per_hour=6000, seed=13, start=parse_start("20260610/22"), bad_every=700
+    )
+    print(f"{len(summary.files)} hour files, {summary.lines:,} lines, {len(summary.bad_lines)} bad")
+    named_volumes = {name: create_volume(test_run, f"{RUN_ID}-{name}") for name in used_named_volumes(compose)}
+    test_run.cleanup.callback(remove_containers)
 
-        stack = Stack(compose, image, named_volumes)
-        run_services(stack)
-        files = check_replayed(dirs["corpus"], dirs["watch"])
-        recreate_sidecar(stack, files)
-        print(
-            f"\nimage-test: OK in {time.monotonic() - began:.0f}s: the replay container reproduced the "
-            f"corpus's {files} files, the verifier found them all in Kafka, sealed and backed up, "
-            f"and the sidecar container stopped with exit code 0; recreated, it published nothing again"
-        )
-        return 0
-    except (ImageTestError, DevKafkaError) as failure:
-        print(f"\nimage-test: FAILED after {time.monotonic() - began:.0f}s: {failure}", file=sys.stderr)
-        return 1
-    finally:
-        if podman("container", "exists", f"{RUN_ID}-sidecar", check=False).returncode == 0:
-            (WORK / "sidecar.log").write_text(container_log_tail(f"{RUN_ID}-sidecar", 1_000_000))
-        for service in (*SERVICES, *RECREATED):
-            podman("rm", "--force", f"{RUN_ID}-{service}", check=False)
-        for volume in named_volumes.values():
-            podman("volume", "rm", "--force", volume, check=False)
-        if broker is not None:
-            broker.stop()
+    stack = Stack(compose, image, named_volumes)
+    run_services(stack)
+    files = check_replayed(dirs["corpus"], dirs["watch"])
+    recreate_sidecar(stack, files)
+    return (
+        f"the replay container reproduced the corpus's {files} files, the verifier found them all in "
+        f"Kafka, sealed and backed up, and the sidecar container stopped with exit code 0; recreated, "
+        f"it published nothing again"
+    )
+
+
+def create_volume(test_run: TestRun, name: str) -> str:
+    """A podman volume, removed when the run ends (after the containers that mount it)."""
+    volume = podman("volume", "create", name).stdout.strip()
+    test_run.cleanup.callback(podman, "volume", "rm", "--force", volume, check=False)
+    return volume
+
+
+def remove_containers() -> None:
+    """Every container this run may have made, the sidecar's log kept in var/image-test/ first."""
+    if podman("container", "exists", f"{RUN_ID}-sidecar", check=False).returncode == 0:
+        (WORK / "sidecar.log").write_text(container_log_tail(f"{RUN_ID}-sidecar", 1_000_000))
+    for service in (*SERVICES, *RECREATED):
+        podman("rm", "--force", f"{RUN_ID}-{service}", check=False)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_test("image-test", WORK, image_test))

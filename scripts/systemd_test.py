@@ -6,7 +6,7 @@
 
 1. A Debian bookworm rootfs with systemd, Python 3.11 and curl, made with debootstrap and imported
    into podman (no image registry is reachable here). Made once: the tarball is kept in
-   ~/.cache/hyperdata-sidecar/systemd-base/ and the image in podman's storage.
+   ~/.cache/hyperdata-sidecar/systemd-base/ and the image in podman's storage (scripts/podman_kit.py).
 2. The project and its dependencies as wheels (pip wheel on this machine, whose pip reaches PyPI),
    so the container installs without a network: the venv at /opt/hyperdata-sidecar/venv.
 3. A Kafka broker on the host (hyperdata_sidecar.devkafka) on free ports, and a generated corpus
@@ -37,115 +37,39 @@ broker. Exits 0 when everything passed, 1 with the reason otherwise.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
 import shlex
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from hyperdata_sidecar.devkafka import DevKafkaError, LocalKafka, free_low_port
+from podman_kit import DEADLINE_S, PODMAN, BaseImage, StepFailed, TestRun, podman, run_command, run_test, step
+
+from hyperdata_sidecar.devkafka import free_low_port
 from hyperdata_sidecar.tools.generate import generate_corpus, parse_start
 
 REPO = Path(__file__).resolve().parents[1]
 UNIT_DIR = REPO / "deploy" / "systemd"
 WORK = REPO / "var" / "systemd-test"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hyperdata-sidecar" / "systemd-base"
-BASE_IMAGE = "localhost/hyperdata-sidecar-systemd:bookworm"
-BASE_TARBALL = CACHE / "debian-bookworm-systemd.tar"
-BASE_PACKAGES = "systemd,systemd-sysv,dbus,python3,python3-venv,curl,ca-certificates"
-# crun fails on this kernel; runc with cgroupfs works (and default_ulimits = [] in containers.conf).
-PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager=cgroupfs"]
+BASE = BaseImage(
+    "localhost/hyperdata-sidecar-systemd:bookworm",
+    packages="systemd,systemd-sysv,dbus,python3,python3-venv,curl,ca-certificates",
+    cache_dir="systemd-base",
+    tarball="debian-bookworm-systemd.tar",
+)
 CONTAINER = f"hdsc-systemd-test-{os.getpid()}"
 SERVICE = "hyperdata-sidecar.service"
 VENV = "/opt/hyperdata-sidecar/venv"
-DEADLINE_S = 180.0
-
-
-class SystemdTestError(Exception):
-    """A step failed; the message says which and why."""
-
-
-def step(text: str) -> None:
-    print(f"\n== {text}", flush=True)
-
-
-def run(command: list[str], what: str, *, timeout: float = DEADLINE_S, check: bool = True) -> subprocess.CompletedProcess[str]:
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise SystemdTestError(f"{what} did not finish within {timeout:.0f}s") from None
-    if check and result.returncode != 0:
-        raise SystemdTestError(f"{what} exited {result.returncode}:\n{(result.stdout + result.stderr).strip()[-3000:]}")
-    return result
-
-
-def podman(*args: str, timeout: float = DEADLINE_S, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return run([*PODMAN, *args], f"podman {' '.join(args[:2])}", timeout=timeout, check=check)
 
 
 def inside(script: str, *, timeout: float = DEADLINE_S, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Runs ``script`` with bash as root in the container."""
-    return run([*PODMAN, "exec", CONTAINER, "bash", "-euo", "pipefail", "-c", script], script, timeout=timeout, check=check)
-
-
-# ---- the base image -----------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Held while the base image is made, so two runs on one machine do not both debootstrap."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-def ensure_base_image() -> str:
-    """Make BASE_IMAGE unless podman has it; returns where it came from."""
-    if podman("image", "exists", BASE_IMAGE, check=False).returncode == 0:
-        return "podman storage"
-    with file_lock(CACHE / ".lock"):
-        made = "cached rootfs tarball"
-        if not BASE_TARBALL.exists():
-            make_base_tarball()
-            made = "debootstrap"
-        podman("import", str(BASE_TARBALL), BASE_IMAGE, timeout=300)
-    return made
-
-
-def make_base_tarball() -> None:
-    if shutil.which("debootstrap") is None:
-        raise SystemdTestError("debootstrap not found: apt-get install debootstrap (.ci/run does)")
-    scratch = Path(tempfile.mkdtemp(prefix="rootfs-", dir=CACHE))
-    rootfs = scratch / "rootfs"
-    left = f"(the partial rootfs is left in {scratch}; check /proc/mounts before deleting it)"
-    result = run(
-        ["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(rootfs)],
-        "debootstrap",
-        timeout=900,
-        check=False,
+    return run_command(
+        [*PODMAN, "exec", CONTAINER, "bash", "-euo", "pipefail", "-c", script], script, timeout=timeout, check=check
     )
-    (WORK / "debootstrap.log").write_text(result.stdout + result.stderr)
-    if result.returncode != 0:
-        raise SystemdTestError(f"debootstrap exited {result.returncode} (log: {WORK / 'debootstrap.log'})\n{left}")
-    # A mount debootstrap left inside the rootfs would be archived, and deleting through it would
-    # delete on the host.
-    mounts = [
-        line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if line.split()[1].startswith(f"{scratch}/")
-    ]
-    if mounts:
-        raise SystemdTestError(f"debootstrap left mounts in its rootfs: {', '.join(mounts)}\n{left}")
-    run(["tar", "-C", str(rootfs), "-cf", str(scratch / "rootfs.tar"), "."], "tar", timeout=300)
-    (scratch / "rootfs.tar").rename(BASE_TARBALL)
-    shutil.rmtree(scratch)
 
 
 # ---- the steps ----------------------------------------------------------------------------------
@@ -164,14 +88,14 @@ def boot_container() -> None:
         "--cap-add",
         capabilities,
         "--network=host",
-        BASE_IMAGE,
+        BASE.name,
         "/sbin/init",
     )
     began, state = time.monotonic(), ""
     # systemctl cannot answer until systemd has opened its socket: ask again until it can.
     while state not in ("running", "degraded"):
         if time.monotonic() - began > DEADLINE_S:
-            raise SystemdTestError(f"systemd in the container did not come up: {state!r}")
+            raise StepFailed(f"systemd in the container did not come up: {state!r}")
         time.sleep(1)
         state = inside("systemctl is-system-running --wait", check=False).stdout.strip()
     print(f"systemd is PID 1 in {CONTAINER}: {state}")
@@ -213,11 +137,11 @@ def wait_until_ready(web_port: int) -> float:
     while time.monotonic() - began < DEADLINE_S:
         state = inside(f"systemctl is-active {SERVICE} || true").stdout.strip()
         if state in ("failed", "inactive"):
-            raise SystemdTestError(f"{SERVICE} is {state}:\n{journal(lines=40)}")
+            raise StepFailed(f"{SERVICE} is {state}:\n{journal(lines=40)}")
         if inside(f"curl -fsS -o /dev/null http://127.0.0.1:{web_port}/readyz", check=False).returncode == 0:
             return time.monotonic() - began
         time.sleep(1)
-    raise SystemdTestError(f"/readyz did not answer 200 within {DEADLINE_S:.0f}s:\n{journal(lines=40)}")
+    raise StepFailed(f"/readyz did not answer 200 within {DEADLINE_S:.0f}s:\n{journal(lines=40)}")
 
 
 def journal(lines: int | None = None) -> str:
@@ -241,7 +165,7 @@ def check_hardening(settings: dict[str, str]) -> None:
     }
     wanted = {"user": "hyperdata-sidecar", "CapEff": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}
     if facts != wanted:
-        raise SystemdTestError(f"the running service is {facts}, expected {wanted}")
+        raise StepFailed(f"the running service is {facts}, expected {wanted}")
     refused = [settings["WATCH_DIR"], settings["WATCH_DIR"] + "/node_fills_streaming", VENV, "/etc", "/var/lib"]
     writable = [settings["STATE_PATH"], settings["BACKUP_DIR"]]
     for path in refused + writable:
@@ -250,9 +174,9 @@ def check_hardening(settings: dict[str, str]) -> None:
         probe = shlex.quote(f"{path}/.systemd-test-probe")
         result = inside(f"nsenter --target {pid} --mount sh -c 'touch {probe} && rm {probe}'", check=False)
         if path in refused and "Read-only file system" not in result.stderr:
-            raise SystemdTestError(f"the service could write {path}: {result.returncode} {result.stderr.strip()}")
+            raise StepFailed(f"the service could write {path}: {result.returncode} {result.stderr.strip()}")
         if path in writable and result.returncode != 0:
-            raise SystemdTestError(f"the service cannot write {path}: {result.stderr.strip()}")
+            raise StepFailed(f"the service cannot write {path}: {result.stderr.strip()}")
     print(f"pid {pid}: {facts}; read-only: {', '.join(refused)}; writable: {', '.join(writable)}")
     exposure = inside(f"systemd-analyze security {SERVICE} --no-pager | tail -1", check=False).stdout.strip()
     print(f"systemd-analyze security: {exposure}")
@@ -268,14 +192,14 @@ def check_published(settings: dict[str, str]) -> None:
     )
     (WORK / "verify.log").write_text(report.stdout + report.stderr)
     if report.returncode != 0 or not re.search(r"^OK: 0 lost, 0 failing findings, 0 duplicates", report.stdout, re.MULTILINE):
-        raise SystemdTestError(f"the verifier did not pass (log: {WORK / 'verify.log'}):\n{report.stdout[-3000:]}")
+        raise StepFailed(f"the verifier did not pass (log: {WORK / 'verify.log'}):\n{report.stdout[-3000:]}")
     print(report.stdout.strip().splitlines()[-1])
     events = []
     for line in journal().splitlines():
         with contextlib.suppress(ValueError):
             events.append(json.loads(line)["event"])
     if "startup" not in events or "seal" not in events:
-        raise SystemdTestError(f"the journal lacks the sidecar's JSON startup and seal lines (found {sorted(set(events))})")
+        raise StepFailed(f"the journal lacks the sidecar's JSON startup and seal lines (found {sorted(set(events))})")
     print(f"the journal holds {len(events)} JSON event lines of the sidecar ({len(set(events))} kinds)")
 
 
@@ -284,7 +208,7 @@ def stop_timeout_s() -> float:
     span = inside(f"systemd-analyze timespan {service_property('TimeoutStopUSec')}").stdout
     microseconds = re.search(r"μs: (\d+)", span)
     if microseconds is None:
-        raise SystemdTestError(f"systemd-analyze timespan said {span!r}")
+        raise StepFailed(f"systemd-analyze timespan said {span!r}")
     return int(microseconds.group(1)) / 1e6
 
 
@@ -295,7 +219,7 @@ def stop_service() -> float:
     took = time.monotonic() - began
     result, status = service_property("Result"), service_property("ExecMainStatus")
     if (result, status) != ("success", "0"):
-        raise SystemdTestError(f"the stop ended with Result={result} ExecMainStatus={status}:\n{journal(lines=30)}")
+        raise StepFailed(f"the stop ended with Result={result} ExecMainStatus={status}:\n{journal(lines=30)}")
     return took
 
 
@@ -306,82 +230,74 @@ def check_configuration_error_is_not_restarted() -> None:
     began, state = time.monotonic(), ""
     while state not in ("failed", "auto-restart"):
         if time.monotonic() - began > DEADLINE_S:
-            raise SystemdTestError(f"a bad setting left {SERVICE} in {state!r}")
+            raise StepFailed(f"a bad setting left {SERVICE} in {state!r}")
         time.sleep(0.5)
         state = service_property("SubState")
     status, restarts = service_property("ExecMainStatus"), service_property("NRestarts")
     said = [line for line in journal(lines=5).splitlines() if "INITIAL_POSITION" in line]
     if (state, status, restarts) != ("failed", "2", "0") or not said:
-        raise SystemdTestError(f"a bad setting: SubState={state} ExecMainStatus={status} NRestarts={restarts}, journal {said}")
+        raise StepFailed(f"a bad setting: SubState={state} ExecMainStatus={status} NRestarts={restarts}, journal {said}")
     print(f"failed with exit status 2, not restarted; the journal says: {said[-1]}")
 
 
-def main() -> int:
-    began = time.monotonic()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the cleanup below runs
-    broker = None
-    try:
-        if shutil.which("podman") is None:
-            raise SystemdTestError("podman not found: apt-get install podman runc (.ci/run does)")
-        shutil.rmtree(WORK, ignore_errors=True)
-        WORK.mkdir(parents=True)
+def systemd_test(test_run: TestRun) -> str:
+    """The steps of the module's docstring; returns what passed."""
+    step(f"1/9 base image {BASE.name}")
+    print(f"from {BASE.ensure(WORK)} ({test_run.seconds():.0f}s)")
 
-        step(f"1/9 base image {BASE_IMAGE}")
-        print(f"from {ensure_base_image()} ({time.monotonic() - began:.0f}s)")
+    step("2/9 the project as wheels")
+    run_command(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(WORK / "wheels"), str(REPO)],
+        "pip wheel",
+        timeout=600,
+    )
+    print(f"{len(list((WORK / 'wheels').glob('*.whl')))} wheels ({test_run.seconds():.0f}s)")
 
-        step("2/9 the project as wheels")
-        run(
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(WORK / "wheels"), str(REPO)],
-            "pip wheel",
-            timeout=600,
-        )
-        print(f"{len(list((WORK / 'wheels').glob('*.whl')))} wheels ({time.monotonic() - began:.0f}s)")
+    step("3/9 a Kafka broker on the host, and the node's data")
+    broker = test_run.broker(WORK / "kafka")
+    broker.start()
+    summary = generate_corpus(
+        WORK / "corpus", hours=2, lines_per_hour=3000, seed=21, start=parse_start("20260610/22"), bad_every=500
+    )
+    print(f"{broker.bootstrap}; {len(summary.files)} hour files, {summary.lines:,} lines, {len(summary.bad_lines)} bad")
 
-        step("3/9 a Kafka broker on the host, and the node's data")
-        port = free_low_port()
-        broker = LocalKafka(WORK / "kafka", port=port, controller_port=free_low_port({port}))
-        broker.start()
-        summary = generate_corpus(
-            WORK / "corpus", hours=2, lines_per_hour=3000, seed=21, start=parse_start("20260610/22"), bad_every=500
-        )
-        print(f"{broker.bootstrap}; {len(summary.files)} hour files, {summary.lines:,} lines, {len(summary.bad_lines)} bad")
+    step("4/9 a container booted with systemd as PID 1")
+    test_run.cleanup.callback(remove_container)
+    boot_container()
 
-        step("4/9 a container booted with systemd as PID 1")
-        boot_container()
+    step("5/9 README's install, then systemctl start")
+    web_port = free_low_port({broker.port, broker.controller_port})
+    settings = install(WORK / "wheels", WORK / "corpus", broker.bootstrap, web_port)
+    inside(f"systemctl start {SERVICE}")
+    print(f"active, /readyz 200 after {wait_until_ready(web_port):.1f}s")
 
-        step("5/9 README's install, then systemctl start")
-        web_port = free_low_port({broker.port, broker.controller_port})
-        settings = install(WORK / "wheels", WORK / "corpus", broker.bootstrap, web_port)
-        inside(f"systemctl start {SERVICE}")
-        print(f"active, /readyz 200 after {wait_until_ready(web_port):.1f}s")
+    step("6/9 the hardening holds")
+    check_hardening(settings)
 
-        step("6/9 the hardening holds")
-        check_hardening(settings)
+    step("7/9 every line in Kafka, JSON lines in the journal")
+    check_published(settings)
 
-        step("7/9 every line in Kafka, JSON lines in the journal")
-        check_published(settings)
+    step("8/9 systemctl stop")
+    timeout_s = stop_timeout_s()
+    took = stop_service()
+    if took >= timeout_s:
+        raise StepFailed(f"the stop took {took:.1f}s, not less than TimeoutStopSec ({timeout_s:.0f}s)")
+    print(f"stopped in {took:.1f}s (TimeoutStopSec {timeout_s:.0f}s), exit status 0")
 
-        step("8/9 systemctl stop")
-        timeout_s = stop_timeout_s()
-        took = stop_service()
-        if took >= timeout_s:
-            raise SystemdTestError(f"the stop took {took:.1f}s, not less than TimeoutStopSec ({timeout_s:.0f}s)")
-        print(f"stopped in {took:.1f}s (TimeoutStopSec {timeout_s:.0f}s), exit status 0")
+    step("9/9 a configuration error is not restarted")
+    check_configuration_error_is_not_restarted()
+    return (
+        f"the unit ran hardened, every line reached Kafka, systemctl stop took {took:.1f}s with exit 0, "
+        f"and a bad setting left it failed, not restarted"
+    )
 
-        step("9/9 a configuration error is not restarted")
-        check_configuration_error_is_not_restarted()
-        print(f"\nsystemd-test: OK in {time.monotonic() - began:.0f}s")
-        return 0
-    except (SystemdTestError, DevKafkaError) as failure:
-        print(f"\nsystemd-test: FAILED after {time.monotonic() - began:.0f}s: {failure}", file=sys.stderr)
-        return 1
-    finally:
-        if podman("container", "exists", CONTAINER, check=False).returncode == 0:
-            (WORK / "journal.log").write_text(inside("journalctl --no-pager", check=False).stdout)
-            podman("rm", "--force", CONTAINER, check=False)
-        if broker is not None:
-            broker.stop()
+
+def remove_container() -> None:
+    """The container, its whole journal kept in var/systemd-test/ first."""
+    if podman("container", "exists", CONTAINER, check=False).returncode == 0:
+        (WORK / "journal.log").write_text(inside("journalctl --no-pager", check=False).stdout)
+        podman("rm", "--force", CONTAINER, check=False)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_test("systemd-test", WORK, systemd_test))
