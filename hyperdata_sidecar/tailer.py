@@ -34,7 +34,7 @@ from hyperdata_sidecar.core.seal import SealManifest
 from hyperdata_sidecar.core.tableorder import Adoption, Role, TableOrder
 from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.core.times import iso_utc
-from hyperdata_sidecar.core.window import MAX_IN_FLIGHT, Cycle, Window
+from hyperdata_sidecar.core.window import Cycle, Window
 from hyperdata_sidecar.filetail import FileTail, TailFactory
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
@@ -45,7 +45,7 @@ from hyperdata_sidecar.redelivery import Redelivery
 from hyperdata_sidecar.scanner import DatedTree
 from hyperdata_sidecar.tailer_events import IncidentHost, TailerEvents
 
-__all__ = ["MAX_IN_FLIGHT", "Abandoned", "TableTailer", "TailerHost"]
+__all__ = ["Abandoned", "TableTailer", "TailerHost"]
 
 RESCAN_EVERY_S = 5.0  # a long catch-up tick looks at the table's directory again this often
 
