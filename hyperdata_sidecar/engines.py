@@ -21,8 +21,8 @@ HOW_TO_GET_NATIVE = "build it with `make engine`, or `pip install ./engine` with
 
 
 class EngineUnavailable(RuntimeError):
-    """``SIDECAR_ENGINE=native`` and the native engine does not import; ``str(err)`` is one line
-    saying what is missing and how to get it."""
+    """The native engine was asked for and does not import; ``str(err)`` is one line saying what is
+    missing and how to get it."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def select(wanted: str) -> Engine:
         return Engine("native", _native_version())
     except _NativeMissing as missing:
         if wanted == "native":
-            raise EngineUnavailable(f"SIDECAR_ENGINE=native but {missing}: {HOW_TO_GET_NATIVE}") from None
+            raise EngineUnavailable(f"{missing}: {HOW_TO_GET_NATIVE}") from None
         # Not installed is the normal case of `pip install .`; installed and broken must be said.
         return _python_engine(fallback_reason=str(missing) if missing.installed else None)
 

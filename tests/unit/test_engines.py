@@ -109,13 +109,13 @@ def test_python_does_not_load_a_broken_native_engine(native_broken: None) -> Non
 
 
 def test_a_missing_dependency_of_the_native_module_is_a_broken_engine_not_an_absent_one(monkeypatch, tmp_path) -> None:
-    (tmp_path / f"{NATIVE_MODULE}.py").write_text("import hyperdata_sidecar_engine_dependency_that_is_absent\n")
+    (tmp_path / f"{NATIVE_MODULE}.py").write_text("import absent_library_the_engine_needs\n")
     monkeypatch.delitem(sys.modules, NATIVE_MODULE, raising=False)
     monkeypatch.syspath_prepend(str(tmp_path))
 
     reason = select("auto").fallback_reason
 
-    assert reason is not None and "ModuleNotFoundError" in reason and "dependency_that_is_absent" in reason
+    assert reason is not None and "ModuleNotFoundError" in reason and "absent_library_the_engine_needs" in reason
 
 
 def test_a_module_of_that_name_without_a_version_is_not_taken_for_the_engine(monkeypatch) -> None:
