@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperdata_sidecar.core.tables import TABLES, TableSpec
+from hyperdata_sidecar.engines import ENGINE_CHOICES
 
 CONFIG_FILE_ENV = "SIDECAR_CONFIG"
 SECTION = "sidecar"
@@ -53,6 +54,7 @@ DEFAULTS: dict[str, str] = {
     "LAG_WARN_BYTES": "268435456",
     "PRODUCER_LINGER_MS": "50",
     "PRODUCER_BATCH_BYTES": "1048576",
+    "SIDECAR_ENGINE": "auto",
     "KAFKA_SECURITY_PROTOCOL": "PLAINTEXT",
     "KAFKA_SASL_MECHANISM": "",
     "KAFKA_SASL_USERNAME": "",
@@ -156,6 +158,7 @@ class Settings:
     lag_warn_bytes: int
     producer_linger_ms: int
     producer_batch_bytes: int
+    engine: str  # the line engine asked for (auto, native or python); the worker chooses at start
     security: KafkaSecurity
 
     def topic_for(self, spec: TableSpec) -> str:
@@ -193,6 +196,7 @@ class Settings:
             "backup_max_tries": self.backup_max_tries,
             "node_id": self.node_id,
             "web": f"{self.web_bind}:{self.web_port}",
+            "engine": self.engine,
             "security_protocol": self.security.protocol,
         }
 
@@ -270,6 +274,7 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         lag_warn_bytes=_positive_int(raw, "LAG_WARN_BYTES"),
         producer_linger_ms=_non_negative_int(raw, "PRODUCER_LINGER_MS"),
         producer_batch_bytes=_positive_int(raw, "PRODUCER_BATCH_BYTES"),
+        engine=_choice(raw, "SIDECAR_ENGINE", ENGINE_CHOICES),
         security=security,
     )
 

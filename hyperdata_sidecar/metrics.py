@@ -51,6 +51,7 @@ EXPORTED: dict[str, str] = {
     "hyperdata_sidecar_backups_parked": "gauge",
     "hyperdata_sidecar_snapshots_emitted_total": "counter",
     "hyperdata_sidecar_snapshot_age_seconds": "gauge",
+    "hyperdata_sidecar_engine_info": "gauge",
     # for alerts and the dashboard (deploy/)
     "hyperdata_sidecar_files_lost_total": "counter",
     "hyperdata_sidecar_newest_hour_file_start_seconds": "gauge",
@@ -190,6 +191,11 @@ class SidecarMetrics:
             "snapshot_age_seconds", "Seconds since the newest node snapshot seen was last modified (0 before any)."
         )
         self._snapshot_age.set_function(lambda: self._lag_since(self._newest_snapshot_mtime))
+        self._engine_info = gauge(
+            "engine_info",
+            "1 for the line engine in use (native or python) and its version; absent until the worker chose.",
+            ("engine", "version"),
+        )
 
     def _track(self, table: str) -> None:
         """Create ``table``'s series, including the lag gauges computed at scrape time."""
@@ -286,6 +292,10 @@ class SidecarMetrics:
 
     def set_ready(self, ready: bool) -> None:
         self._ready.set(1 if ready else 0)
+
+    def engine_chosen(self, engine: str, version: str) -> None:
+        """The worker runs the line engine ``engine`` (native or python) at ``version``."""
+        self._engine_info.labels(engine, version).set(1)
 
     # -- seals and backups -----------------------------------------------------------------
 

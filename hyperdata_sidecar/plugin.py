@@ -33,6 +33,7 @@ from hyperdata_sidecar.core.records import Regression
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
+from hyperdata_sidecar.engines import Engine, EngineUnavailable, select
 from hyperdata_sidecar.incidents import IncidentHistory
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
@@ -108,6 +109,7 @@ class Sidecar:
         self.snapshot_watcher: SnapshotWatcher | None = None
         self.tailers: dict[str, TableTailer] = {}
         self.backlogs = TableBacklogs(self.metrics, self.log)
+        self.chosen_engine: Engine | None = None  # by choose_engine, when the worker starts
         self.started_at = time.time()
         self.run_id = uuid.uuid4().hex  # this process's backup attempt records carry it
         self._sync_lock = asyncio.Lock()
@@ -135,6 +137,36 @@ class Sidecar:
     def state_problem(self) -> str | None:
         """Why the state store cannot take writes now (None when it can)."""
         return self.state_writer.problem
+
+    # ------------------------------------------------------------------ the line engine
+
+    @property
+    def engine(self) -> Engine:
+        """The line engine in use; :meth:`choose_engine` chooses it when the worker starts."""
+        if self.chosen_engine is None:
+            raise RuntimeError("the line engine is chosen when the worker starts (Sidecar.choose_engine)")
+        return self.chosen_engine
+
+    def choose_engine(self) -> Engine:
+        """Choose the line engine ``SIDECAR_ENGINE`` asks for, once (later calls return the same one).
+
+        Called when the worker starts, before the data plane connects: by the standalone app before
+        anything else (so a refusal is one line and exit code 2) and by :meth:`connect` (an
+        embedding app). Logs ``engine_fallback`` when ``auto`` found the native engine installed and
+        broken, and sets ``hyperdata_sidecar_engine_info``. Raises :class:`ConfigError` naming
+        ``SIDECAR_ENGINE`` when ``native`` is asked for and cannot be used.
+        """
+        if self.chosen_engine is not None:
+            return self.chosen_engine
+        try:
+            engine = select(self.settings.engine)
+        except EngineUnavailable as exc:
+            raise ConfigError("SIDECAR_ENGINE", f"is native and {exc}") from None
+        if engine.fallback_reason is not None:
+            self.log.warning("engine_fallback", engine=engine.label(), reason=engine.fallback_reason)
+        self.metrics.engine_chosen(engine.name, engine.version)
+        self.chosen_engine = engine
+        return engine
 
     # ------------------------------------------------------------------ incidents (read model and TailerHost)
 
@@ -299,8 +331,10 @@ class Sidecar:
             await backoff.wait(self.pause)
 
     async def connect(self) -> None:
-        """Check the watch dir, apply the topic contract and connect the producer, retrying the broker."""
+        """Check the watch dir, choose the line engine, apply the topic contract and connect the
+        producer, retrying the broker."""
         check_runtime(self.settings)
+        self.choose_engine()
         self.move_to(Phase.CONNECTING)
         backoff = Backoff(CONNECT_FIRST_BACKOFF_S, CONNECT_MAX_BACKOFF_S)
         while not self.stopping:
@@ -374,6 +408,7 @@ class Sidecar:
             self.log.info(
                 "startup",
                 config=self.settings.public_summary(),
+                engine=self.engine.label(),
                 files_discovered={table: len(tailer.discovered()) for table, tailer in self.tailers.items()},
                 # After files_discovered: its scan is what the backlog is measured from.
                 backlog={table: tailer.backlog._asdict() for table, tailer in self.tailers.items()},

@@ -22,6 +22,7 @@ from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.backlog import Estimate
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.hourfile import HourFile
+from hyperdata_sidecar.engines import Engine
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.state_writer import StateWriter
@@ -58,6 +59,10 @@ class SidecarView(Protocol):
 
     @property
     def started_at(self) -> float: ...
+
+    @property
+    def chosen_engine(self) -> Engine | None:
+        """The line engine in use; None until the worker has chosen it."""
 
     @property
     def broker_connected(self) -> bool: ...

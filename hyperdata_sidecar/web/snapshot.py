@@ -121,6 +121,7 @@ def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStat
     ]
     reasons = view.not_ready_reasons()
     thresholds = Thresholds(view.settings.lag_warn_seconds, view.settings.lag_warn_bytes)
+    engine = view.chosen_engine
     return SidecarStatus(
         node=view.settings.node_id,
         app_id=view.app_id,
@@ -143,9 +144,11 @@ def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStat
             late_appends=list(view.late_appends),
             rewritten=list(view.rewritten),
             regressions=view.regressions,
+            engine_fallback=engine.fallback_reason if engine is not None else None,
         ),
         config=view.settings.public_summary(),
         catch_up=catch_up_line(tables),
+        engine=engine,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from hyperdata_sidecar.core.backlog import Estimate
 from hyperdata_sidecar.core.times import epoch_of
+from hyperdata_sidecar.engines import Engine
 from hyperdata_sidecar.web.files import FileState, FileStatus, current_file
 from hyperdata_sidecar.web.history import Point
 from hyperdata_sidecar.web.units import duration, size, table_label
@@ -105,6 +106,7 @@ class SidecarStatus:
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     catch_up: str | None = None  # one line while a table is catching up (see catch_up_line)
+    engine: Engine | None = None  # the line engine in use; None until the worker has chosen it
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -172,10 +174,12 @@ def problems(
     late_appends: Sequence[Mapping[str, Any]] = (),
     rewritten: Sequence[Mapping[str, Any]] = (),
     regressions: Mapping[str, Mapping[str, Any]] | None = None,
+    engine_fallback: str | None = None,
 ) -> list[Problem]:
     """What an operator should look at: errors first (not ready, files lost, sealed files that grew
     or were rewritten, parked and failed backups, seals not recorded, DLQ lines per table), then
-    warnings (block regressions, lags above their thresholds). One short sentence each."""
+    warnings (an installed native engine that does not load, block regressions, lags above their
+    thresholds). One short sentence each."""
     errors = list(not_ready)
     errors += [f"{f['path']}: {f['reason']} (published up to byte {f['published_to']} of {f['size_seen']})" for f in lost]
     errors += [
@@ -188,7 +192,8 @@ def problems(
         f" ({f['sealed_size']} → {f['size']} bytes); it is no longer read, and Kafka and its seal keep what was sealed"
         for f in rewritten
     ]
-    warnings = [
+    warnings = [f"line engine: {engine_fallback}; the Python engine runs instead"] if engine_fallback else []
+    warnings += [
         f"{table}: {r['count']} block regression(s) since start, the last in {r['path']} at byte {r['offset']}"
         f" (block {r['block']} after {r['previous']}); line ids now end in |r{r['epoch']}"
         for table, r in sorted((regressions or {}).items())

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 from sidecar_run import Sidecar, assert_clean, write_corpus
-from worker_process import FAUST, SIDECAR_APP
+from worker_process import FAUST, SIDECAR_APP, WorkerProcess
 
 
 def test_a_missing_watch_dir_stops_the_worker_with_one_line_naming_the_setting(tmp_path, unique_topic_prefix):
@@ -37,6 +37,18 @@ def test_the_worker_in_a_place_that_requires_node_id_does_not_start_without_it(t
     sidecar = Sidecar(tmp_path, "127.0.0.1:9", unique_topic_prefix, NODE_ID="", NODE_ID_REQUIRED="true")
     [line] = configuration_errors(sidecar.start())
     assert "NODE_ID" in line
+
+
+def test_a_native_engine_that_cannot_be_used_stops_the_worker_with_one_line(tmp_path, unique_topic_prefix):
+    broken = tmp_path / "broken-engine"  # first on the worker's path, ahead of an installed engine
+    broken.mkdir()
+    (broken / "hyperdata_sidecar_engine.py").write_text('raise ImportError("built for another Python")\n')
+    sidecar = Sidecar(tmp_path, "127.0.0.1:9", unique_topic_prefix, SIDECAR_ENGINE="native")
+    (tmp_path / "run").mkdir()
+    worker = WorkerProcess(SIDECAR_APP, sidecar.env, tmp_path / "run", extra_path=broken)
+    worker.start()
+    [line] = configuration_errors(worker)
+    assert "SIDECAR_ENGINE" in line and "built for another Python" in line and "make engine" in line
 
 
 def test_a_command_other_than_the_worker_creates_no_state_path(tmp_path, unique_topic_prefix):

@@ -58,6 +58,7 @@ def test_environment_overrides_the_config_file(tmp_path):
         ("KAFKA_SECURITY_PROTOCOL", "SASL_SSL"),  # without a mechanism
         ("BACKUP_MAX_TRIES", "0"),
         ("LATE_APPEND_WATCH_S", "-1"),
+        ("SIDECAR_ENGINE", "rust"),
     ],
 )
 def test_a_bad_value_is_one_error_naming_its_setting(name, value, tmp_path, monkeypatch):
@@ -82,6 +83,25 @@ def test_an_unregistered_backup_sink_is_an_error_listing_the_registered_ones(tmp
 def test_every_built_in_backup_sink_is_accepted(sink, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert load_settings({"BACKUP_SINK": sink}).backup_sink == sink
+
+
+def test_the_line_engine_is_chosen_automatically_unless_told(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_settings({}).engine == "auto"
+
+
+@pytest.mark.parametrize("engine", ["auto", "native", "python"])
+def test_every_engine_choice_is_accepted_and_shown_in_the_summary(engine, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings({"SIDECAR_ENGINE": engine})
+    assert (settings.engine, settings.public_summary()["engine"]) == (engine, engine)
+
+
+def test_an_unknown_engine_is_an_error_listing_the_choices(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load_settings({"SIDECAR_ENGINE": "Native"})
+    assert str(err.value) == "SIDECAR_ENGINE: must be one of auto, native, python (got 'Native')"
 
 
 def test_an_unknown_key_in_the_config_file_is_an_error(tmp_path):

@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 # Where metric names are written outside the code: alerts, dashboard, docs, tests, benchmarks.
 NAMED_IN = ("docs", "deploy", "tests", "scripts", "bench", "examples")
 TEXT_SUFFIXES = {".py", ".md", ".yml", ".yaml", ".json", ".sh", ".txt", ".toml"}
-# The native engine's Python module (engine/) is named like a metric and is none.
+# The native engine's Python module (engine/) is named like a metric and is none; the metric
+# hyperdata_sidecar_engine_info is one (a test below holds the two apart).
 METRIC_NAME = re.compile(r"\bhyperdata_sidecar_(?!engine\b)[a-z][a-z0-9_]*")
 
 
@@ -85,6 +86,12 @@ def test_every_metric_name_written_in_the_repository_is_exported() -> None:
 
     assert len({name for _path, name in named}) >= len(EXPORTED) // 2  # the scan found the alerts, tests and docs
     assert sorted((path, name) for path, name in named if name not in exported) == []
+
+
+def test_the_scan_passes_over_the_engine_module_and_finds_the_engine_metric() -> None:
+    text = "import hyperdata_sidecar_engine; hyperdata_sidecar_engine.pyi; hyperdata_sidecar_engine_info{engine}"
+
+    assert METRIC_NAME.findall(text) == ["hyperdata_sidecar_engine_info"]
 
 
 def test_every_metric_name_has_the_sidecar_prefix() -> None:
@@ -237,6 +244,16 @@ def test_health_gauges_follow_the_last_reported_state() -> None:
     assert value(metrics, "hyperdata_sidecar_ready") == 1
     assert value(metrics, "hyperdata_sidecar_broker_connected") == 0
     assert value(metrics, "hyperdata_sidecar_files_tailed", table=BOOK) == 4
+
+
+def test_the_engine_info_is_absent_until_the_worker_chose_then_names_the_engine_and_version() -> None:
+    metrics = SidecarMetrics()
+    assert "hyperdata_sidecar_engine_info{" not in scrape(metrics)
+
+    metrics.engine_chosen("native", "0.1.0")
+
+    assert value(metrics, "hyperdata_sidecar_engine_info", engine="native", version="0.1.0") == 1
+    assert scrape(metrics).count("hyperdata_sidecar_engine_info{") == 1
 
 
 # -- bounded per-file series -------------------------------------------------------------------

@@ -6,6 +6,7 @@ import html.parser
 
 import pytest
 
+from hyperdata_sidecar.engines import Engine
 from hyperdata_sidecar.web.page import render_page
 from hyperdata_sidecar.web.status import BacklogStatus, Problem, SidecarStatus, TableStatus
 
@@ -120,6 +121,17 @@ def test_page_lists_problems_and_says_not_ready() -> None:
     assert "NOT READY" in text and "broker unreachable (k:9092)" in text
     assert "Problems: 1 error(s), 1 warning(s)" in text
     assert '<li class="error">' in page and '<li class="warning">' in page
+
+
+@pytest.mark.parametrize(
+    ("engine", "shown"),
+    [(Engine("native", "0.1.0"), "engine native 0.1.0"), (None, "engine not chosen yet")],
+)
+def test_the_header_names_the_line_engine_beside_the_node(engine, shown) -> None:
+    page = render_page(status(engine=engine))
+    header = " ".join(visible(page[page.index("<header>") : page.index("</header>")]).text)
+
+    assert "node node-a" in header and shown in header
 
 
 def test_page_says_so_when_nothing_needs_attention() -> None:

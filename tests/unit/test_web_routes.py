@@ -350,6 +350,31 @@ async def test_no_secret_reaches_the_page_or_the_status_json(tmp_path: Path) -> 
     assert not any(SECRET in body for body in bodies)
 
 
+async def test_before_the_worker_chose_an_engine_the_page_and_status_json_say_so(served) -> None:
+    _sidecar, client = served
+    page = await (await client.get("/")).text()
+    status = await (await client.get("/sidecar/status/")).json()
+
+    assert "engine not chosen yet" in page
+    assert status["engine"] is None
+
+
+async def test_the_chosen_engine_is_named_in_the_page_header_the_status_json_and_the_metrics(tmp_path: Path) -> None:
+    app, sidecar = make_app(tmp_path, SIDECAR_ENGINE="python")
+    engine = sidecar.choose_engine()
+    app.web.init_server()
+    async with TestClient(TestServer(app.web.web_app)) as client:
+        page = await (await client.get("/")).text()
+        status = await (await client.get("/sidecar/status/")).json()
+        metrics = await (await client.get("/metrics")).text()
+
+    header = page[page.index("<header>") : page.index("</header>")]
+    assert f"engine python {engine.version}" in header
+    assert status["engine"] == {"name": "python", "version": engine.version, "fallback_reason": None}
+    assert status["config"]["engine"] == "python"
+    assert f'hyperdata_sidecar_engine_info{{engine="python",version="{engine.version}"}} 1.0' in metrics
+
+
 # ---------------------------------------------------------------------- Faust's table view
 
 

@@ -71,6 +71,21 @@ def test_not_ready_reasons_are_the_first_errors_and_lags_come_last_as_warnings()
     assert found[0] == Problem("error", "broker unreachable (k:9092)")
 
 
+def test_a_native_engine_that_did_not_load_is_the_first_warning_with_its_reason() -> None:
+    reason = "the native line engine (module hyperdata_sidecar_engine) is installed but does not import (ImportError: x)"
+    found = problems(
+        not_ready=[],
+        tables=[fills_status([], publish_lag_s=31.0)],
+        files=[],
+        thresholds=THRESHOLDS,
+        now=NOW,
+        engine_fallback=reason,
+    )
+
+    assert found[0] == Problem("warning", f"line engine: {reason}; the Python engine runs instead")
+    assert [p.level for p in found] == ["warning", "warning"]
+
+
 def test_lags_above_their_thresholds_are_problems() -> None:
     files = file_statuses({path("13"): FileCursor(path=path("13"))}, {path("13"): LiveFile(size=5_000, held_bytes=0)}, {}, {})
 

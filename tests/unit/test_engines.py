@@ -1,0 +1,146 @@
+"""Choosing the line engine: every SIDECAR_ENGINE choice with the native engine present, absent and broken."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import sys
+import tomllib
+import types
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from hyperdata_sidecar.engines import ENGINE_CHOICES, NATIVE_MODULE, Engine, EngineUnavailable, select
+
+SIDECAR_VERSION = version("hyperdata-sidecar")
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def native_present(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A native engine module that imports, whatever is installed; its version."""
+    module = types.ModuleType(NATIVE_MODULE)
+    module.__version__ = "7.8.9"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, NATIVE_MODULE, module)
+    return "7.8.9"
+
+
+@pytest.fixture
+def native_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No native engine, even where one is installed (None in sys.modules: the import fails as not found)."""
+    monkeypatch.setitem(sys.modules, NATIVE_MODULE, None)
+
+
+@pytest.fixture
+def native_broken(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """A native engine that is installed and does not load: an extension module file that is no ELF
+    object, found first on sys.path."""
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    (tmp_path / f"{NATIVE_MODULE}{suffix}").write_bytes(b"not a shared object\n")
+    monkeypatch.delitem(sys.modules, NATIVE_MODULE, raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+
+
+def test_the_choices_are_auto_native_and_python() -> None:
+    assert ENGINE_CHOICES == ("auto", "native", "python")
+
+
+# -- native engine present -------------------------------------------------------------------
+
+
+def test_auto_takes_the_native_engine_when_it_imports(native_present: str) -> None:
+    assert select("auto") == Engine("native", native_present)
+
+
+def test_native_takes_the_native_engine_when_it_imports(native_present: str) -> None:
+    assert select("native") == Engine("native", native_present)
+
+
+def test_python_takes_the_python_engine_even_when_the_native_one_imports(native_present: str) -> None:
+    assert select("python") == Engine("python", SIDECAR_VERSION)
+
+
+# -- native engine absent --------------------------------------------------------------------
+
+
+def test_auto_takes_the_python_engine_quietly_when_the_native_one_is_not_installed(native_absent: None) -> None:
+    assert select("auto") == Engine("python", SIDECAR_VERSION, fallback_reason=None)
+
+
+def test_native_refuses_with_one_line_saying_what_is_missing_and_how_to_get_it(native_absent: None) -> None:
+    with pytest.raises(EngineUnavailable) as err:
+        select("native")
+
+    line = str(err.value)
+    assert "\n" not in line
+    assert f"module {NATIVE_MODULE}) is not installed" in line
+    assert all(way in line for way in ("make engine", "pip install ./engine", "Rust", "SIDECAR_ENGINE=python"))
+
+
+def test_python_takes_the_python_engine_when_the_native_one_is_not_installed(native_absent: None) -> None:
+    assert select("python") == Engine("python", SIDECAR_VERSION)
+
+
+# -- native engine installed but broken ------------------------------------------------------
+
+
+def test_auto_falls_back_to_python_and_says_why_when_the_native_engine_does_not_load(native_broken: None) -> None:
+    engine = select("auto")
+
+    assert (engine.name, engine.version) == ("python", SIDECAR_VERSION)
+    assert engine.fallback_reason is not None and "\n" not in engine.fallback_reason
+    assert "is installed but does not import (ImportError: " in engine.fallback_reason
+
+
+def test_native_refuses_with_the_import_error_when_the_native_engine_does_not_load(native_broken: None) -> None:
+    with pytest.raises(EngineUnavailable) as err:
+        select("native")
+
+    assert "\n" not in str(err.value)
+    assert "is installed but does not import (ImportError: " in str(err.value) and "make engine" in str(err.value)
+
+
+def test_python_does_not_load_a_broken_native_engine(native_broken: None) -> None:
+    assert select("python") == Engine("python", SIDECAR_VERSION)
+    assert NATIVE_MODULE not in sys.modules
+
+
+def test_a_missing_dependency_of_the_native_module_is_a_broken_engine_not_an_absent_one(monkeypatch, tmp_path) -> None:
+    (tmp_path / f"{NATIVE_MODULE}.py").write_text("import absent_library_the_engine_needs\n")
+    monkeypatch.delitem(sys.modules, NATIVE_MODULE, raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    reason = select("auto").fallback_reason
+
+    assert reason is not None and "ModuleNotFoundError" in reason and "absent_library_the_engine_needs" in reason
+
+
+def test_a_module_of_that_name_without_a_version_is_not_taken_for_the_engine(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, NATIVE_MODULE, types.ModuleType(NATIVE_MODULE))
+
+    engine = select("auto")
+
+    assert engine.name == "python" and "no __version__" in (engine.fallback_reason or "")
+
+
+# -- the rest --------------------------------------------------------------------------------
+
+
+def test_an_unknown_choice_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="auto, native, python"):
+        select("rust")
+
+
+def test_the_label_is_name_then_version() -> None:
+    assert Engine("native", "0.1.0").label() == "native 0.1.0"
+
+
+def test_the_installed_native_engine_is_named_with_its_crate_version() -> None:
+    if os.environ.get("HYPERDATA_ENGINE_REQUIRED") != "1":  # make test builds it: a missing engine is a failure there
+        pytest.importorskip(NATIVE_MODULE, reason="the native engine is not installed (make engine builds it into .venv)")
+    crate = tomllib.loads((REPO / "engine" / "Cargo.toml").read_text())["package"]
+
+    assert select("auto") == Engine("native", crate["version"])
