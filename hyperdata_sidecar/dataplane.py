@@ -1,4 +1,10 @@
-"""The data plane: one librdkafka producer (confluent-kafka) per worker, for data, DLQ and seal records.
+"""The data plane: one librdkafka producer per worker, for data, DLQ and seal records.
+
+The producer is confluent-kafka's with the Python line engine, and the compiled engine's own
+(``hyperdata_sidecar_engine.Producer``: librdkafka through rust-rdkafka, the same configuration and
+the same Python-facing calls) with the native one, so every record of the worker (data, dead
+letters, redeliveries, seals) goes through one producer either way: one idempotent sequence per
+partition.
 
 librdkafka batches, compresses and sends in its own threads. With ``enable.idempotence`` and
 ``message.timeout.ms=0`` it keeps every record until the broker has it, retrying and reconnecting by
@@ -29,6 +35,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.partitioner import partition_for
 from hyperdata_sidecar.logs import EventLog, RepeatFilter
+from hyperdata_sidecar.publishing import NativeProducer
 from hyperdata_sidecar.topics import load_contract, producer_max_request_size
 
 LIBRDKAFKA_LOGGER = "hyperdata_sidecar.librdkafka"
@@ -63,13 +70,15 @@ class DataPlane:
         on_broker: Callable[[bool], None],
         on_error: Callable[[str], None],
         on_fatal: Callable[[KafkaError], None],
+        engine_module: Any = None,
     ) -> None:
         self.settings = settings
+        self.engine_module = engine_module  # hyperdata_sidecar_engine when the worker runs the native engine
         self.log = log
         self._on_broker = on_broker
         self._on_error = on_error
         self._on_fatal = on_fatal
-        self._producer: Producer | None = None
+        self._producer: Any = None  # confluent_kafka.Producer, or the compiled engine's Producer
         self.partitions: Mapping[str, int] = {}
         self.max_message_bytes: dict[str, int] = {}
         self.batch_bytes = settings.producer_batch_bytes
@@ -102,7 +111,7 @@ class DataPlane:
                 batch_bytes=self.batch_bytes,
                 contract=producer_max_request_size(load_contract({})),
             )
-        self._producer = Producer(self._config())
+        self._producer = (self.engine_module.Producer if self.engine_module is not None else Producer)(self._config())
         self._set_connected(True)
 
     def _describe(self, topics: list[str]) -> tuple[dict[str, int], dict[str, int]]:
@@ -165,6 +174,13 @@ class DataPlane:
             return _not_connected
         return self._producer.produce
 
+    @property
+    def native(self) -> NativeProducer | None:
+        """The compiled engine and its producer, when the worker runs the native engine and is connected."""
+        if self.engine_module is None or self._producer is None:
+            return None
+        return NativeProducer(self.engine_module, self._producer)
+
     async def refresh_metadata(self, topic: str) -> str | None:
         """Ask the broker for ``topic``'s metadata now, so the producer learns its partitions before
         the next retry instead of at librdkafka's periodic refresh (``topic.metadata.refresh.interval.ms``,
@@ -172,6 +188,9 @@ class DataPlane:
         producer = self._producer
         if producer is None:
             return "the data plane is not connected"
+        if self.engine_module is not None:
+            error: str | None = await asyncio.to_thread(producer.refresh_metadata, topic, METADATA_TIMEOUT_S)
+            return error
         try:
             metadata = await asyncio.to_thread(producer.list_topics, topic, METADATA_TIMEOUT_S)
         except KafkaException as exc:

@@ -1,52 +1,286 @@
-"""One hour file being tailed: its reader, splitter, record writer and persisted cursor.
+"""One hour file being tailed: its reader, line engine and persisted cursor.
 
 :class:`FileTail` is everything the tailer keeps about one file between ticks; :class:`TailFactory`
-makes them, and is the one place a :class:`~hyperdata_sidecar.core.records.RecordWriter` is built
-(for the producer, or for a :class:`~hyperdata_sidecar.core.records.Collector` that rebuilds a
-cycle's records).
+makes them. A file's *line engine* turns the bytes read into records handed to the producer, one
+read at a time, and holds the partial line between reads. There are two, with one contract:
+
+- :class:`PythonLines`: the reference, :class:`~hyperdata_sidecar.core.splitter.LineSplitter` and
+  :class:`~hyperdata_sidecar.core.records.RecordWriter` calling confluent-kafka's ``produce`` per record;
+- :class:`NativeLines`: the compiled engine (``hyperdata_sidecar_engine``), which splits, inspects,
+  numbers and produces a whole read on its own librdkafka producer with the GIL released, and counts
+  the delivery reports in Rust. A line its inspection cannot vouch for comes back for Python's
+  :func:`~hyperdata_sidecar.core.lineinfo.inspect_line` (so dead-letter details are the reference's).
+
+Both hand a read over through a :class:`Handover` the tailer steps until done, waiting for room or
+holding the table in between; the rare paths (the unterminated last line, a rejected record's dead
+letter, rebuilding a cycle's records) go through the reference :class:`RecordWriter` in both.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
+from hyperdata_sidecar.core.delivery import Deliveries, NativeDeliveries
 from hyperdata_sidecar.core.hourfile import HourFile
-from hyperdata_sidecar.core.records import Produce, RecordWriter, Routes, Topics
-from hyperdata_sidecar.core.splitter import LineSplitter
+from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
+from hyperdata_sidecar.core.records import (
+    CycleAcks,
+    DeadLetter,
+    Produce,
+    Record,
+    RecordWriter,
+    Regression,
+    Routes,
+    Tally,
+    Topics,
+    dead_letter_partition,
+)
+from hyperdata_sidecar.core.splitter import Item, Line, LineSplitter, OversizeLine
 from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.core.times import epoch_of
-from hyperdata_sidecar.core.window import WriterState
+from hyperdata_sidecar.core.window import Cycle, WriterState
 from hyperdata_sidecar.publishing import Publisher
 from hyperdata_sidecar.reader import HourFileReader
+
+
+class Handover(Protocol):
+    """One read being handed to the producer."""
+
+    refusal: BaseException | None
+    """Why the last :meth:`step` stopped early: None when the producer's queue was full, else the client's refusal."""
+
+    off_loop: bool
+    """Steps release the GIL for most of their work: run them in a worker thread, so the tables'
+    reads run side by side (the compiled engine) rather than on the event loop (the Python one)."""
+
+    def step(self) -> bool:
+        """Hand over as much as the producer takes; True once every line of the read was."""
+
+
+class LineEngine(Protocol):
+    """A file's line engine (see the module's docstring)."""
+
+    reference: RecordWriter
+    """The reference writer of this file, for the rare paths (unterminated line, rejections)."""
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of a partial line held back after the last read."""
+
+    def state(self) -> WriterState:
+        """Where the engine stands: the next line's offset, the sequencer, the block range so far."""
+
+    def deliveries(self) -> Deliveries:
+        """The delivery accounting of a new cycle."""
+
+    def handover(self, chunk: bytes, cycle: Cycle) -> Handover:
+        """The lines of ``chunk`` (and of the partial line held before it), to be handed over as ``cycle``."""
+
+    def flush_partial(self) -> Line | OversizeLine | None:
+        """The held unterminated tail (the file is finalized), the engine moved past it; None if nothing is held."""
+
+    def write_unterminated(self, item: Line | OversizeLine, acks: CycleAcks, tally: Tally) -> None:
+        """Dead-letter the unterminated tail ``item``; raises what ``produce`` raises, nothing counted."""
 
 
 @dataclass
 class FileTail:
     """A file the tailer knows: its persisted cursor (everything before ``cursor.byte_offset`` is
-    delivered), the reader at the next byte to read, the splitter holding a partial line, the writer
-    at the next line to hand over. ``watch_until``: a finalized file is stat'ed for late appends
-    until then (epoch seconds)."""
+    delivered), the reader at the next byte to read, the line engine at the next line to hand over.
+    ``watch_until``: a finalized file is stat'ed for late appends until then (epoch seconds)."""
 
     hour: HourFile
     cursor: FileCursor
     reader: HourFileReader
-    splitter: LineSplitter
-    writer: RecordWriter
+    engine: LineEngine
+    late: bool
     watch_until: float | None = None
 
     @property
     def path(self) -> str:
         return self.hour.relpath
 
-    def writer_state(self) -> WriterState:
-        writer = self.writer
+
+class PythonLines:
+    """The reference line engine: the splitter and the record writer, in Python."""
+
+    def __init__(self, splitter: LineSplitter, writer: RecordWriter, topics: Topics, dlq_partition: int) -> None:
+        self.splitter = splitter
+        self.reference = writer
+        self.topics = topics
+        self.dlq_partition = dlq_partition
+
+    @property
+    def held_bytes(self) -> int:
+        return self.splitter.held_bytes
+
+    def state(self) -> WriterState:
+        writer = self.reference
         return WriterState(writer.offset, writer.seq_state, writer.first_block, writer.last_block)
+
+    def deliveries(self) -> Deliveries:
+        return Deliveries()
+
+    def handover(self, chunk: bytes, cycle: Cycle) -> Handover:
+        acks = cycle.deliveries.cycle_acks(self.topics, self.dlq_partition)
+        return _PythonHandover(self.reference, self.splitter.feed(chunk), acks, cycle.tally)
+
+    def flush_partial(self) -> Line | OversizeLine | None:
+        return self.splitter.flush_partial()
+
+    def write_unterminated(self, item: Line | OversizeLine, acks: CycleAcks, tally: Tally) -> None:
+        self.reference.write_unterminated(item, acks, tally)
+
+
+class _PythonHandover:
+    def __init__(self, writer: RecordWriter, items: list[Item], acks: CycleAcks, tally: Tally) -> None:
+        self.writer, self.items, self.acks, self.tally = writer, items, acks, tally
+        self.index = 0
+        self.refusal: BaseException | None = None
+        self.off_loop = False
+
+    def step(self) -> bool:
+        self.index = self.writer.write(self.items, self.acks, self.tally, self.index)
+        self.refusal = self.writer.refusal
+        return self.index == len(self.items)
+
+
+class NativeLines:
+    """The compiled line engine of one file (``native``: the module ``hyperdata_sidecar_engine``),
+    producing on the engine's ``producer``; with no producer it keeps the records in :attr:`collected`
+    instead (the differential tests, ``bench``)."""
+
+    def __init__(
+        self, native: Any, producer: Any, spec: TableSpec, topics: Topics, writer: RecordWriter, max_line_bytes: int
+    ) -> None:
+        self.native = native
+        self.producer = producer
+        self.collected: list[Record] | None = [] if producer is None else None
+        self.spec = spec
+        self.topics = topics
+        self.reference = writer
+        self.dlq_partition = dead_letter_partition(spec, topics)
+        self.engine = native.LineEngine(
+            table=spec.dir_name,
+            coin_location=spec.coin_location.value,
+            data_topic=topics.data,
+            data_partitions=topics.data_partitions,
+            dlq_topic=topics.dlq,
+            dlq_partition=self.dlq_partition,
+            source=writer.source,
+            offset=writer.offset,
+            seq=writer.seq_state,
+            first_block=writer.first_block,
+            last_block=writer.last_block,
+            late_tag=writer.late_tag,
+            max_line_bytes=max_line_bytes,
+        )
+
+    @property
+    def held_bytes(self) -> int:
+        return int(self.engine.held_bytes)
+
+    def state(self) -> WriterState:
+        engine = self.engine
+        return WriterState(engine.offset, engine.seq, engine.first_block, engine.last_block)
+
+    def deliveries(self) -> Deliveries:
+        topics = self.topics
+        if self.producer is None:
+            return Deliveries()
+        return NativeDeliveries(
+            self.native.Deliveries(self.producer, topics.data, topics.data_partitions, topics.dlq, self.dlq_partition)
+        )
+
+    def handover(self, chunk: bytes, cycle: Cycle) -> Handover:
+        return _NativeHandover(self, chunk, cycle)
+
+    def flush_partial(self) -> Line | OversizeLine | None:
+        held = self.engine.flush_partial()
+        if held is None:
+            return None
+        if held.data is None:
+            return OversizeLine(held.offset, held.length, held.sha256)
+        return Line(held.offset, held.data)
+
+    def write_unterminated(self, item: Line | OversizeLine, acks: CycleAcks, tally: Tally) -> None:
+        self.reference.write_unterminated(item, acks, tally)
+
+
+class _NativeHandover:
+    """One read through the compiled engine: one call for the read, one more per line the engine
+    could not decide (Python's verdict) and per refusal (after the tailer waited)."""
+
+    def __init__(self, lines: NativeLines, chunk: bytes, cycle: Cycle) -> None:
+        self.lines = lines
+        self.chunk: bytes | None = chunk
+        self.tally = cycle.tally
+        self.sink = cycle.deliveries.native if isinstance(cycle.deliveries, NativeDeliveries) else None
+        self.refusal: BaseException | None = None
+        self.off_loop = True
+
+    def step(self) -> bool:
+        engine, sink, spec = self.lines.engine, self.sink, self.lines.spec
+        if self.chunk is not None:
+            batch, self.chunk = engine.feed(self.chunk, sink), None
+        else:
+            batch = engine.proceed(sink)
+        while True:
+            self._count(batch)
+            refusal = batch.refusal
+            if refusal is not None:
+                self.refusal = None if refusal == "full" else self.lines.native.ProduceError(refusal)
+                return False
+            undecided = batch.undecided
+            if undecided is None:
+                return True
+            info = inspect_line(spec, undecided[1])
+            if type(info) is LineInfo:
+                batch = engine.accept(info.coin, info.block_number, info.n_events, sink)
+            else:
+                batch = engine.reject(info.reason, info.detail, sink)
+
+    def _count(self, batch: Any) -> None:
+        if self.lines.collected is not None:
+            self.lines.collected += [Record(*record) for record in batch.records()]
+        tally = self.tally
+        tally.lines += batch.lines
+        tally.dlq += batch.dlq
+        tally.produced += batch.produced
+        if batch.lines:
+            tally.last_line = batch.last_line
+        if batch.dlq:
+            tally.dead_letters += [DeadLetter(reason, offset) for reason, offset in batch.dead_letters]
+        if batch.regressions:
+            tally.regressions += [Regression(*regression) for regression in batch.regressions]
+
+
+class UnterminatedHandover:
+    """The dead letter of a finalized file's unterminated last line, handed over by the reference writer."""
+
+    def __init__(self, engine: LineEngine, item: Line | OversizeLine, acks: CycleAcks, tally: Tally) -> None:
+        self.engine, self.item, self.acks, self.tally = engine, item, acks, tally
+        self.refusal: BaseException | None = None
+        self.off_loop = False
+
+    def step(self) -> bool:
+        try:
+            self.engine.write_unterminated(self.item, self.acks, self.tally)
+        except BufferError:
+            self.refusal = None
+            return False
+        except Exception as exc:  # noqa: BLE001 - produce's refusal, judged by the tailer like a write's
+            self.refusal = exc
+            return False
+        return True
 
 
 class TailFactory:
-    """Makes the tails and record writers of one node table."""
+    """Makes the tails and record writers of one node table. ``native``: the compiled engine's
+    module when the worker uses it (its producer is the data plane's), else None."""
 
     def __init__(self, spec: TableSpec, settings: Settings, topics: Topics, publisher: Publisher) -> None:
         self.spec = spec
@@ -62,20 +296,29 @@ class TailFactory:
         else:
             reader.position = cursor.byte_offset
         state = WriterState(cursor.byte_offset, cursor.seq_state, cursor.first_block, cursor.last_block)
+        late = cursor.stage is CursorStage.REOPENED
         return FileTail(
             hour=hour,
             cursor=cursor,
             reader=reader,
-            splitter=self.splitter(cursor.byte_offset),
-            writer=self.writer(hour, state, self.publisher.produce, late=cursor.stage is CursorStage.REOPENED),
+            engine=self.engine(hour, state, late=late),
+            late=late,
             watch_until=self.watch_until(cursor),
         )
+
+    def engine(self, hour: HourFile, state: WriterState, *, late: bool) -> LineEngine:
+        """The line engine of ``hour`` from ``state``: the compiled one when the data plane runs it."""
+        writer = self.writer(hour, state, self.publisher.produce, late=late)
+        native = self.publisher.native
+        if native is None:
+            return PythonLines(self.splitter(state.offset), writer, self.topics, dead_letter_partition(self.spec, self.topics))
+        return NativeLines(native.module, native.producer, self.spec, self.topics, writer, self.settings.max_line_bytes)
 
     def splitter(self, offset: int) -> LineSplitter:
         return LineSplitter(offset, self.settings.max_line_bytes)
 
     def writer(self, hour: HourFile, state: WriterState, produce: Produce, *, late: bool) -> RecordWriter:
-        """The record writer of ``hour`` from ``state``; a reopened file's ids carry its late tag."""
+        """The reference record writer of ``hour`` from ``state``; a reopened file's ids carry its late tag."""
         return RecordWriter(
             self.spec,
             self.topics,

@@ -8,6 +8,7 @@ it cannot collide with the host app's own agents or be registered twice by autod
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import time
 import uuid
@@ -33,7 +34,7 @@ from hyperdata_sidecar.core.records import Regression
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
-from hyperdata_sidecar.engines import Engine, EngineUnavailable, select
+from hyperdata_sidecar.engines import NATIVE_MODULE, Engine, EngineUnavailable, select
 from hyperdata_sidecar.incidents import IncidentHistory
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
@@ -165,6 +166,9 @@ class Sidecar:
         if engine.fallback_reason is not None:
             self.log.warning("engine_fallback", engine=engine.label(), reason=engine.fallback_reason)
         self.metrics.engine_chosen(engine.name, engine.version)
+        if engine.name == "native":
+            # The data plane runs the engine's own producer: every record of the worker goes through one.
+            self.dataplane.engine_module = importlib.import_module(NATIVE_MODULE)
         self.chosen_engine = engine
         return engine
 

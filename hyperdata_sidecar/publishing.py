@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.records import Record
@@ -28,14 +28,26 @@ class Abandoned(Exception):
     """The worker is stopping (or the producer failed for good); cycles in flight were not checkpointed."""
 
 
+class NativeProducer(NamedTuple):
+    """The compiled engine (the module ``hyperdata_sidecar_engine``) and its producer, which the
+    data plane runs when the worker uses the native engine."""
+
+    module: Any
+    producer: Any
+
+
 class Publisher(Protocol):
     """What a tailer needs of the data plane (:class:`~hyperdata_sidecar.dataplane.DataPlane`)."""
 
     partitions: Mapping[str, int]
 
     @property
+    def native(self) -> NativeProducer | None:
+        """The compiled engine and its producer when the worker runs it (None: the Python engine)."""
+
+    @property
     def produce(self) -> Callable[..., None]:
-        """confluent-kafka's ``Producer.produce``."""
+        """confluent-kafka's ``Producer.produce`` (or the compiled engine's, which takes the same arguments)."""
 
     async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
         """Wait until ``predicate()`` holds, checked after every served report; False on timeout."""

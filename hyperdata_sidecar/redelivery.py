@@ -100,7 +100,7 @@ class Redelivery:
     async def _rebuild(self, cycle: Cycle, tail: FileTail) -> dict[tuple[str, int], list[Record]]:
         """The records ``cycle`` produced, by (topic, partition) in order, rebuilt from the file."""
         collector = Collector()
-        writer = self.factory.writer(tail.hour, cycle.start, collector, late=bool(tail.writer.late_tag))
+        writer = self.factory.writer(tail.hour, cycle.start, collector, late=tail.late)
         acks = collector.acks(self.topics.data_partitions)
         if cycle.partial is not None:
             writer.write_unterminated(cycle.partial, acks, Tally())
@@ -115,7 +115,7 @@ class Redelivery:
         if record.topic == self.topics.data:
             window.rejected(item.cycle)
         self.events.record_rejected(record, tail.path, error.name(), error.str())
-        return tail.writer.rejection(record, error.name(), error.str())
+        return tail.engine.reference.rejection(record, error.name(), error.str())
 
 
 def _widening(report: Callable[[Any, Any], None], cycle: Cycle) -> Callable[[Any, Any], None]:

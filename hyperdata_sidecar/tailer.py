@@ -19,9 +19,9 @@ partition).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from collections.abc import Callable
 from typing import Protocol
 
 from hyperdata_sidecar.config import Settings
@@ -35,7 +35,7 @@ from hyperdata_sidecar.core.tableorder import Adoption, Role, TableOrder
 from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.core.window import Cycle, Window
-from hyperdata_sidecar.filetail import FileTail, TailFactory
+from hyperdata_sidecar.filetail import FileTail, Handover, TailFactory, UnterminatedHandover
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.ports import LiveFile, TrackedView
@@ -155,7 +155,7 @@ class TableTailer:
                 size = os.stat(tail.reader.path).st_size
             except OSError:
                 size = tail.reader.last_size
-            live = LiveFile(size=size, held_bytes=tail.splitter.held_bytes)
+            live = LiveFile(size=size, held_bytes=tail.engine.held_bytes)
         return TrackedView(tail.hour, tail.cursor, live)
 
     def discovered(self) -> list[str]:
@@ -229,7 +229,7 @@ class TableTailer:
             tail = self.files.pop(path)
             cursor = tail.cursor
             if cursor.stage is CursorStage.TAILING:
-                self.order.lost(tail.writer.seq_state)
+                self.order.lost(tail.engine.state().seq)
             loss = loss_on_deletion(cursor.stage, sealed=self.host.sealed(path, cursor.revision))
             size_seen = cursor.size if cursor.stage is CursorStage.FINALIZED else tail.reader.last_size
             self.events.file_deleted(cursor, loss, size_seen)
@@ -288,34 +288,30 @@ class TableTailer:
         if not chunk:
             return
         self.events.bytes_read(len(chunk))
-        items = tail.splitter.feed(chunk)
-        writer = tail.writer
-        cycle = self.window.open(tail.path, tail.writer_state())
-        acks = cycle.deliveries.cycle_acks(self.topics, self._dlq_partition)
-        await self._hand_over(tail, lambda start: writer.write(items, acks, cycle.tally, start), len(items))
-        self._close(cycle, tail, complete=tail.splitter.held_bytes == 0)
+        engine = tail.engine
+        cycle = self.window.open(tail.path, engine.state(), deliveries=engine.deliveries())
+        await self._hand_over(engine.handover(chunk, cycle))
+        self._close(cycle, tail, complete=engine.held_bytes == 0)
         if tail.cursor.stage is CursorStage.TAILING:
             self._report_lag(tail, size)
         while self.window.over_limit():
             await self._commit_oldest()
 
-    async def _hand_over(self, tail: FileTail, write: Callable[[int], int], count: int) -> None:
-        """Run ``write`` until it has handed over all ``count`` items: wait while the producer's queue
-        is full; hold the table (not ready, slow retries) while the client refuses a record."""
-        index = write(0)
+    async def _hand_over(self, handover: Handover) -> None:
+        """Step ``handover`` until every line of its read was handed over: wait while the producer's
+        queue is full; hold the table (not ready, slow retries) while the client refuses a record."""
         backoff = self.flow.backoff()
-        while index < count:
-            refusal = tail.writer.refusal
+        while not (await asyncio.to_thread(handover.step) if handover.off_loop else handover.step()):
+            refusal = handover.refusal
             if refusal is None:
                 await self.flow.wait_for_room()
             else:
                 reason = f"{self.topics.data}: {refusal_name(refusal)} ({refusal})"
                 await self.flow.hold(backoff, (self.topics.data, self.topics.dlq), reason)
-            index = write(index)
         self.flow.release(backoff)
 
     def _close(self, cycle: Cycle, tail: FileTail, *, complete: bool) -> None:
-        self.window.close(cycle, tail.cursor, tail.writer_state(), size=tail.reader.last_size, complete=complete)
+        self.window.close(cycle, tail.cursor, tail.engine.state(), size=tail.reader.last_size, complete=complete)
 
     async def _restart(self, tail: FileTail, reason: str, size: int) -> FileTail:
         """Re-read a file that shrank or whose first bytes changed from byte 0 (same line ids)."""
@@ -327,7 +323,7 @@ class TableTailer:
         return fresh
 
     def _report_lag(self, tail: FileTail, size: int) -> None:
-        self.events.tail_lag(tail.path, size - tail.cursor.byte_offset, tail.splitter.held_bytes)
+        self.events.tail_lag(tail.path, size - tail.cursor.byte_offset, tail.engine.held_bytes)
 
     # ------------------------------------------------------------------ commits
 
@@ -357,24 +353,12 @@ class TableTailer:
         The first finalization is revision 1 and fixes where the next hour file's sequence starts
         (``carry``); a reopened file's finalization is the next revision and leaves that alone.
         """
-        partial = tail.splitter.flush_partial()
+        start = tail.engine.state()
+        partial = tail.engine.flush_partial()
         if partial is not None:
-            writer = tail.writer
-            cycle = self.window.open(tail.path, tail.writer_state(), partial)
+            cycle = self.window.open(tail.path, start, partial)
             acks = cycle.deliveries.cycle_acks(self.topics, self._dlq_partition)
-
-            def write(_start: int) -> int:
-                try:
-                    writer.write_unterminated(partial, acks, cycle.tally)
-                except BufferError:
-                    writer.refusal = None
-                    return 0
-                except Exception as exc:  # noqa: BLE001 - produce's refusal, kept as the writer's like in write()
-                    writer.refusal = exc
-                    return 0
-                return 1
-
-            await self._hand_over(tail, write, 1)
+            await self._hand_over(UnterminatedHandover(tail.engine, partial, acks, cycle.tally))
             self._close(cycle, tail, complete=True)
             await self._settle_all()
         await tail.reader.catch_up_digest(size, None)
@@ -385,7 +369,7 @@ class TableTailer:
             sha256=tail.reader.digest.hexdigest(),
             head=tail.reader.head,
             unterminated_at=partial.offset if partial is not None else None,
-            writer_seq=tail.writer.seq_state,
+            writer_seq=tail.engine.state().seq,
         )
         manifest = manifest_from_cursor(cursor, self.settings.node_id)
         assert manifest is not None

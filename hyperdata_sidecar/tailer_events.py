@@ -129,8 +129,7 @@ class TailerEvents:
             self._warn_if_behind(block_time)
         for regression in tally.regressions:
             self.incidents.block_regression(self.table, path, regression)
-        for record in tally.dead_letters:
-            reason = (record.header("reason") or b"").decode()
+        for reason, offset in tally.dead_letters:
             self.metrics.dlq(self.table, reason)
             self.log.limited(
                 logging.WARNING,
@@ -140,7 +139,7 @@ class TailerEvents:
                 table=self.table,
                 reason=reason,
                 source=path,
-                offset=_offset_of(record),
+                offset=offset,
             )
 
     def _warn_if_behind(self, block_time: str | None) -> None:

@@ -4,12 +4,18 @@
 //! it: the batch so far is returned with that line as `undecided`, the rest of the read waits here,
 //! and `resume` takes Python's verdict on the line and carries on. So every line is handed over
 //! exactly once, in file order, whoever decided it.
+//!
+//! Records go to a [`Sink`]: the producer (each record queued on librdkafka as it is built), or a
+//! collector (tests and the differential check). A record the sink refuses stops the read the same
+//! way: the line stays first in line, every state as if it had not been seen, the refusal is in the
+//! batch, and `proceed` carries on once the caller has waited for room or held the table.
 
 use std::collections::VecDeque;
 use std::fmt;
 
 use crate::inspect::{inspect, CoinLocation};
-use crate::records::{Batch, Destination, RecordBuilder};
+use crate::producer::Refusal;
+use crate::records::{Batch, Record, RecordBuilder};
 use crate::sequencer::Sequencer;
 use crate::splitter::{Item, LineSplitter};
 
@@ -29,10 +35,35 @@ pub enum Verdict {
 /// A call made in the wrong state of the round trip (a bug of the caller, not of the data).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Misuse {
-    /// `feed` or `flush_partial` while a line waits for its verdict.
+    /// `feed`, `proceed` or `flush_partial` while a line waits for its verdict.
     VerdictPending,
     /// A verdict given while no line waits for one.
     NothingUndecided,
+}
+
+/// Where a read's records go, in file order.
+pub trait Sink {
+    /// Hands `record` over, or refuses it (then nothing of it was taken).
+    fn send(&mut self, record: &Record) -> Result<(), Refusal>;
+}
+
+/// A sink that keeps the records (tests, the differential check, `bench`).
+#[derive(Default)]
+pub struct Collector {
+    pub records: Vec<Record>,
+}
+
+impl Sink for Collector {
+    fn send(&mut self, record: &Record) -> Result<(), Refusal> {
+        self.records.push(record.clone());
+        Ok(())
+    }
+}
+
+/// A line of the read not handed over yet: as split, or with Python's verdict on it.
+enum Pending {
+    Split(Item),
+    Decided { offset: u64, line: Vec<u8>, verdict: Verdict },
 }
 
 impl fmt::Display for Misuse {
@@ -51,8 +82,8 @@ pub struct LineEngine {
     builder: RecordBuilder,
     /// Where the next line handed over starts (the resume point for the cursor).
     offset: u64,
-    /// The lines of the current read after the undecided one.
-    pending: VecDeque<Item>,
+    /// The lines of the current read not handed over yet.
+    pending: VecDeque<Pending>,
     undecided: Option<(u64, Vec<u8>)>,
 }
 
@@ -78,37 +109,40 @@ impl LineEngine {
         self.splitter.held_bytes()
     }
 
+    /// Lines of the current read not handed over yet (after a refusal).
+    pub fn waiting(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Splits `chunk` and hands over its complete lines, up to the first undecided one.
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<Batch, Misuse> {
+    pub fn feed(&mut self, chunk: &[u8], sink: &mut dyn Sink) -> Result<Batch, Misuse> {
         if self.undecided.is_some() {
             return Err(Misuse::VerdictPending);
         }
         let mut items = Vec::new();
         self.splitter.feed(chunk, &mut items);
-        self.pending.extend(items);
-        Ok(self.write_pending(Batch::default()))
+        self.pending.extend(items.into_iter().map(Pending::Split));
+        Ok(self.write_pending(sink))
+    }
+
+    /// Hands over the rest of the read after a refusal.
+    pub fn proceed(&mut self, sink: &mut dyn Sink) -> Result<Batch, Misuse> {
+        if self.undecided.is_some() {
+            return Err(Misuse::VerdictPending);
+        }
+        Ok(self.write_pending(sink))
     }
 
     /// Applies Python's verdict to the undecided line and hands over the rest of the read.
-    pub fn resume(&mut self, verdict: Verdict) -> Result<Batch, Misuse> {
+    pub fn resume(&mut self, verdict: Verdict, sink: &mut dyn Sink) -> Result<Batch, Misuse> {
         let (offset, line) = self.undecided.take().ok_or(Misuse::NothingUndecided)?;
-        let mut batch = Batch::default();
-        let end = offset + line.len() as u64 + 1;
-        match verdict {
-            Verdict::Good {
-                coin,
-                block_number,
-                n_events,
-            } => self.publish(&mut batch, offset, &line, &coin, block_number, n_events),
-            Verdict::Rejected { reason, detail } => self.dead_letter(&mut batch, offset, line, &reason, &detail),
-        }
-        self.offset = end;
-        Ok(self.write_pending(batch))
+        self.pending.push_front(Pending::Decided { offset, line, verdict });
+        Ok(self.write_pending(sink))
     }
 
     /// The held unterminated tail (the file is finalized), the offset moved past it; None if empty.
     pub fn flush_partial(&mut self) -> Result<Option<Item>, Misuse> {
-        if self.undecided.is_some() {
+        if self.undecided.is_some() || !self.pending.is_empty() {
             return Err(Misuse::VerdictPending);
         }
         let item = self.splitter.flush_partial();
@@ -116,45 +150,117 @@ impl LineEngine {
         Ok(item)
     }
 
-    fn write_pending(&mut self, mut batch: Batch) -> Batch {
-        while let Some(item) = self.pending.pop_front() {
-            let end = item.end();
-            match item {
-                Item::Oversize { offset, length, sha256 } => {
+    fn write_pending(&mut self, sink: &mut dyn Sink) -> Batch {
+        let mut batch = Batch::default();
+        while let Some(pending) = self.pending.pop_front() {
+            let outcome = match pending {
+                Pending::Split(Item::Oversize { offset, length, sha256 }) => {
                     let value = self.builder.reference(offset, length, &sha256);
                     let detail = format!("line of {length} bytes is longer than MAX_LINE_BYTES");
-                    self.dead_letter(&mut batch, offset, value, "oversize", &detail);
+                    let record = self.builder.dead_letter("oversize", offset, value, &detail);
+                    self.send_dead_letter(&mut batch, sink, offset, length + 1, &record, "oversize")
+                        .map_err(|refusal| (refusal, Pending::Split(Item::Oversize { offset, length, sha256 })))
                 }
-                Item::Line { offset, data } => {
-                    let Some(facts) = inspect(self.location, &data) else {
+                Pending::Split(Item::Line { offset, data }) => match inspect(self.location, &data) {
+                    None => {
                         batch.undecided = Some((offset, data.clone()));
                         self.undecided = Some((offset, data));
                         break;
-                    };
-                    self.publish(&mut batch, offset, &data, facts.coin, facts.block_number, facts.n_events);
-                }
+                    }
+                    Some(facts) => {
+                        let (coin, block, events) = (facts.coin.to_vec(), facts.block_number, facts.n_events);
+                        self.publish(&mut batch, sink, offset, data, &coin, block, events)
+                            .map_err(|(refusal, data)| (refusal, Pending::Split(Item::Line { offset, data })))
+                    }
+                },
+                Pending::Decided { offset, line, verdict } => match verdict {
+                    Verdict::Good {
+                        coin,
+                        block_number,
+                        n_events,
+                    } => self
+                        .publish(&mut batch, sink, offset, line, &coin, block_number, n_events)
+                        .map_err(|(refusal, line)| {
+                            let verdict = Verdict::Good {
+                                coin,
+                                block_number,
+                                n_events,
+                            };
+                            (refusal, Pending::Decided { offset, line, verdict })
+                        }),
+                    Verdict::Rejected { reason, detail } => {
+                        let record = self.builder.dead_letter(&reason, offset, line, &detail);
+                        let span = record.value.len() as u64 + 1;
+                        match self.send_dead_letter(&mut batch, sink, offset, span, &record, &reason) {
+                            Ok(()) => Ok(()),
+                            Err(refusal) => {
+                                let verdict = Verdict::Rejected { reason, detail };
+                                Err((
+                                    refusal,
+                                    Pending::Decided {
+                                        offset,
+                                        line: record.value,
+                                        verdict,
+                                    },
+                                ))
+                            }
+                        }
+                    }
+                },
+            };
+            if let Err((refusal, pending)) = outcome {
+                self.pending.push_front(pending);
+                batch.refusal = Some(refusal);
+                break;
             }
-            self.offset = end;
         }
-        batch.last_line = batch
-            .records
-            .iter()
-            .rev()
-            .find(|r| r.destination == Destination::Data)
-            .map(|r| r.value.clone());
         batch
     }
 
-    fn publish(&mut self, batch: &mut Batch, offset: u64, line: &[u8], coin: &[u8], block_number: i128, n_events: u64) {
+    /// Numbers and sends a good line; on a refusal every state is as before and the line comes back.
+    #[allow(clippy::too_many_arguments)]
+    fn publish(
+        &mut self,
+        batch: &mut Batch,
+        sink: &mut dyn Sink,
+        offset: u64,
+        line: Vec<u8>,
+        coin: &[u8],
+        block_number: i128,
+        n_events: u64,
+    ) -> Result<(), (Refusal, Vec<u8>)> {
+        let before = self.sequencer.save();
         let (line_id, regression) = self.sequencer.number(offset, block_number, n_events);
-        batch.regressions.extend(regression);
-        batch.records.push(self.builder.data(coin, line, offset, line_id));
-        batch.lines += 1;
+        let span = line.len() as u64 + 1;
+        let record = self.builder.data(coin, line, offset, line_id);
+        match sink.send(&record) {
+            Ok(()) => {
+                batch.regressions.extend(regression);
+                batch.lines += 1;
+                batch.last_line = Some(record.value);
+                self.offset = offset + span;
+                Ok(())
+            }
+            Err(refusal) => {
+                self.sequencer.restore(before);
+                Err((refusal, record.value))
+            }
+        }
     }
 
-    fn dead_letter(&mut self, batch: &mut Batch, offset: u64, value: Vec<u8>, reason: &str, detail: &str) {
-        batch.records.push(self.builder.dead_letter(reason, offset, value, detail));
+    fn send_dead_letter(
+        &mut self,
+        batch: &mut Batch,
+        sink: &mut dyn Sink,
+        offset: u64,
+        span: u64,
+        record: &Record,
+        reason: &str,
+    ) -> Result<(), Refusal> {
+        sink.send(record)?;
         batch.dead_letters.push((reason.to_owned(), offset));
         batch.dlq += 1;
+        self.offset = offset + span;
+        Ok(())
     }
 }

@@ -5,17 +5,19 @@
 mod engine;
 mod inspect;
 mod murmur2;
+mod producer;
 mod records;
 mod sequencer;
 mod splitter;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use crate::engine::{Misuse, Verdict};
+use crate::engine::{Collector, Misuse, Sink, Verdict};
 use crate::inspect::CoinLocation;
-use crate::records::{Batch as RecordBatch, Destination, RecordBuilder};
+use crate::producer::{Deliveries, Refusal};
+use crate::records::{Batch as RecordBatch, Destination, Record, RecordBuilder};
 use crate::sequencer::{SeqState, Sequencer};
 use crate::splitter::{Item, LineSplitter};
 
@@ -65,26 +67,52 @@ impl LineEngine {
         })
     }
 
-    /// Splits `chunk` and hands over its complete lines up to the first undecided one.
-    fn feed(&mut self, py: Python<'_>, chunk: &[u8]) -> PyResult<Batch> {
-        let engine = &mut self.engine;
-        let batch = py.detach(|| engine.feed(chunk)).map_err(misuse)?;
-        Ok(self.batch(batch))
+    /// Splits `chunk` and hands over its complete lines up to the first undecided one: to the
+    /// producer of `deliveries` (each record's report counted there), or kept in the batch when None.
+    #[pyo3(signature = (chunk, deliveries=None))]
+    fn feed(&mut self, py: Python<'_>, chunk: &[u8], deliveries: Option<Bound<'_, Deliveries>>) -> PyResult<Batch> {
+        let deliveries = deliveries.as_ref().map(|bound| bound.get());
+        self.run(py, deliveries, |engine, sink| engine.feed(chunk, sink))
+    }
+
+    /// Hands over the rest of the read after `Batch.refusal` (once there is room, or the hold is over).
+    #[pyo3(signature = (deliveries=None))]
+    fn proceed(&mut self, py: Python<'_>, deliveries: Option<Bound<'_, Deliveries>>) -> PyResult<Batch> {
+        let deliveries = deliveries.as_ref().map(|bound| bound.get());
+        self.run(py, deliveries, |engine, sink| engine.proceed(sink))
     }
 
     /// The verdict "good line" on `Batch.undecided`; hands over the rest of the read.
-    fn accept(&mut self, py: Python<'_>, coin: &str, block_number: i128, n_events: u64) -> PyResult<Batch> {
+    #[pyo3(signature = (coin, block_number, n_events, deliveries=None))]
+    fn accept(
+        &mut self,
+        py: Python<'_>,
+        coin: &str,
+        block_number: i128,
+        n_events: u64,
+        deliveries: Option<Bound<'_, Deliveries>>,
+    ) -> PyResult<Batch> {
         let verdict = Verdict::Good {
             coin: coin.as_bytes().to_vec(),
             block_number,
             n_events,
         };
-        self.resume(py, verdict)
+        let deliveries = deliveries.as_ref().map(|bound| bound.get());
+        self.run(py, deliveries, |engine, sink| engine.resume(verdict, sink))
     }
 
     /// The verdict "dead letter" on `Batch.undecided`; hands over the rest of the read.
-    fn reject(&mut self, py: Python<'_>, reason: String, detail: String) -> PyResult<Batch> {
-        self.resume(py, Verdict::Rejected { reason, detail })
+    #[pyo3(signature = (reason, detail, deliveries=None))]
+    fn reject(
+        &mut self,
+        py: Python<'_>,
+        reason: String,
+        detail: String,
+        deliveries: Option<Bound<'_, Deliveries>>,
+    ) -> PyResult<Batch> {
+        let deliveries = deliveries.as_ref().map(|bound| bound.get());
+        let verdict = Verdict::Rejected { reason, detail };
+        self.run(py, deliveries, |engine, sink| engine.resume(verdict, sink))
     }
 
     /// The held unterminated tail, the offset moved past it; None if nothing is held.
@@ -131,20 +159,59 @@ impl LineEngine {
     fn held_bytes(&self) -> u64 {
         self.engine.held_bytes()
     }
+
+    /// Lines of the current read not handed over yet (after a refusal).
+    #[getter]
+    fn waiting(&self) -> usize {
+        self.engine.waiting()
+    }
 }
 
 impl LineEngine {
-    fn resume(&mut self, py: Python<'_>, verdict: Verdict) -> PyResult<Batch> {
+    /// Runs `step` with the GIL released, into the producer of `deliveries` or a collector.
+    fn run<F>(&mut self, py: Python<'_>, deliveries: Option<&Deliveries>, step: F) -> PyResult<Batch>
+    where
+        F: FnOnce(&mut engine::LineEngine, &mut dyn Sink) -> Result<RecordBatch, Misuse> + Send,
+    {
         let engine = &mut self.engine;
-        let batch = py.detach(|| engine.resume(verdict)).map_err(misuse)?;
-        Ok(self.batch(batch))
-    }
-
-    fn batch(&self, batch: RecordBatch) -> Batch {
-        Batch {
+        let batch = match deliveries {
+            Some(deliveries) => py.detach(|| step(engine, &mut ProducerSink { deliveries })),
+            None => py.detach(|| {
+                let mut collector = Collector::default();
+                step(engine, &mut collector).map(|mut batch| {
+                    batch.records = collector.records;
+                    batch
+                })
+            }),
+        }
+        .map_err(misuse)?;
+        Ok(Batch {
             batch,
             data_topic: self.data_topic.clone(),
             dlq_topic: self.dlq_topic.clone(),
+        })
+    }
+}
+
+/// Queues each record on the producer, its report counted in its group of the cycle.
+struct ProducerSink<'a> {
+    deliveries: &'a Deliveries,
+}
+
+impl Sink for ProducerSink<'_> {
+    fn send(&mut self, record: &Record) -> Result<(), Refusal> {
+        let deliveries = self.deliveries;
+        let (topic, group) = match record.destination {
+            Destination::Data => (&deliveries.data_topic, deliveries.data_group(record.partition)),
+            Destination::DeadLetters => (&deliveries.dlq_topic, Some(deliveries.dlq_group())),
+        };
+        match group {
+            Some(group) => deliveries.producer().send(topic, record, group),
+            None => Err(Refusal::Refused(producer::ErrorInfo {
+                name: "_UNKNOWN_PARTITION".to_owned(),
+                detail: format!("{topic} has no partition {} in this cycle's deliveries", record.partition),
+                fatal: false,
+            })),
         }
     }
 }
@@ -227,6 +294,17 @@ impl Batch {
         self.batch.last_line.as_ref().map(|line| PyBytes::new(py, line))
     }
 
+    /// Why the read stopped before its end: "full" (the producer's queue), or the client's refusal
+    /// as a ClientError; None when every line up to `undecided` (or the end) was handed over.
+    #[getter]
+    fn refusal(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        Ok(match &self.batch.refusal {
+            None => None,
+            Some(Refusal::QueueFull) => Some(PyString::new(py, "full").into_any().unbind()),
+            Some(Refusal::Refused(info)) => Some(producer::client_error(py, info.clone())?.into_any()),
+        })
+    }
+
     /// (offset, line) of the line waiting for Python's verdict, or None when the read is done.
     #[getter]
     fn undecided<'py>(&self, py: Python<'py>) -> Option<(u64, Bound<'py, PyBytes>)> {
@@ -272,6 +350,12 @@ fn hyperdata_sidecar_engine(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<LineEngine>()?;
     module.add_class::<Batch>()?;
     module.add_class::<HeldLine>()?;
+    module.add_class::<producer::Producer>()?;
+    module.add_class::<producer::Deliveries>()?;
+    module.add_class::<producer::PyClientError>()?;
+    module.add_class::<producer::Delivered>()?;
+    module.add("ProduceError", module.py().get_type::<producer::ProduceError>())?;
+    module.add_function(wrap_pyfunction!(producer::librdkafka_version, module)?)?;
     module.add_function(wrap_pyfunction!(partition_for, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

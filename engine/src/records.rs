@@ -45,6 +45,8 @@ pub struct Batch {
     pub dead_letters: Vec<(String, u64)>,
     /// The last good line (its block_time is the newest).
     pub last_line: Option<Vec<u8>>,
+    /// Why the read stopped before its end, if a record was refused (the rest waits in the engine).
+    pub refusal: Option<crate::producer::Refusal>,
     /// The line the native inspection could not decide (its offset and bytes, newline excluded):
     /// the read stopped there until Python gives its verdict.
     pub undecided: Option<(u64, Vec<u8>)>,
@@ -78,7 +80,7 @@ impl RecordBuilder {
         }
     }
 
-    pub fn data(&mut self, coin: &[u8], line: &[u8], offset: u64, line_id: Vec<u8>) -> Record {
+    pub fn data(&mut self, coin: &[u8], line: Vec<u8>, offset: u64, line_id: Vec<u8>) -> Record {
         let partition = match self.routes.get(coin) {
             Some(&partition) => partition,
             None => *self
@@ -95,7 +97,7 @@ impl RecordBuilder {
             destination: Destination::Data,
             partition,
             key: coin.to_vec(),
-            value: line.to_vec(),
+            value: line,
             headers,
         }
     }

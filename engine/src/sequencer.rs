@@ -53,6 +53,20 @@ impl Sequencer {
         self.state
     }
 
+    /// Everything a numbering changes, to put back when its record is refused.
+    pub fn save(&self) -> (SeqState, Option<i128>, Option<i128>) {
+        (self.state, self.first_block, self.last_block)
+    }
+
+    pub fn restore(&mut self, (state, first_block, last_block): (SeqState, Option<i128>, Option<i128>)) {
+        if state.epoch != self.state.epoch {
+            self.suffix = id_suffix(state.epoch, &self.late_tag);
+        }
+        self.state = state;
+        self.first_block = first_block;
+        self.last_block = last_block;
+    }
+
     /// Numbers the good line at `offset` (block `block`, `n_events` events) and returns its
     /// `line_id`; a regression it starts is returned as well.
     pub fn number(&mut self, offset: u64, block: i128, n_events: u64) -> (Vec<u8>, Option<Regression>) {

@@ -18,13 +18,6 @@ pub enum Item {
 }
 
 impl Item {
-    /// The file offset just past the item's newline.
-    pub fn end(&self) -> u64 {
-        match self {
-            Item::Line { offset, .. } | Item::Oversize { offset, .. } => offset + self.span(),
-        }
-    }
-
     /// How many bytes of the file the item covers, its newline included.
     pub fn span(&self) -> u64 {
         match self {

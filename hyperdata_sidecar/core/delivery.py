@@ -153,13 +153,39 @@ class Deliveries:
 
     def offset_ranges(self, topic: str) -> dict[int, tuple[int, int]]:
         """Per partition of ``topic``: the lowest and highest offset of the records delivered there."""
-        ranges: dict[int, tuple[int, int]] = {}
-        for (group_topic, partition), group in self._groups.items():
-            found = group.offset_range() if group_topic == topic else None
-            if found is not None:
-                ranges[partition] = found
+        ranges = self._delivered_ranges(topic)
         for (group_topic, partition), (low, high) in self._widened.items():
             if group_topic == topic:
                 known = ranges.get(partition, (low, high))
                 ranges[partition] = (min(known[0], low), max(known[1], high))
         return ranges
+
+    def _delivered_ranges(self, topic: str) -> dict[int, tuple[int, int]]:
+        ranges: dict[int, tuple[int, int]] = {}
+        for (group_topic, partition), group in self._groups.items():
+            found = group.offset_range() if group_topic == topic else None
+            if found is not None:
+                ranges[partition] = found
+        return ranges
+
+
+class NativeDeliveries(Deliveries):
+    """The delivery reports of a cycle produced by the compiled engine, counted in Rust (``native``:
+    its ``Deliveries``, which the engine's producer reports into with no Python call per record).
+    Records sent again from Python are counted by :meth:`widen`, as for :class:`Deliveries`."""
+
+    def __init__(self, native: Any) -> None:
+        super().__init__()
+        self.native = native
+
+    def callback(self, topic: str, partition: int) -> DeliveryCallback:
+        raise TypeError("the compiled engine's cycles take no Python delivery callbacks")
+
+    def reported(self) -> int:
+        return int(self.native.reported())
+
+    def failures(self) -> list[Failure]:
+        return [Failure(topic, partition, position, error) for topic, partition, position, error in self.native.failures()]
+
+    def _delivered_ranges(self, topic: str) -> dict[int, tuple[int, int]]:
+        return dict(self.native.offset_ranges(topic))

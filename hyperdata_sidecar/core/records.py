@@ -70,6 +70,13 @@ class Regression(NamedTuple):
     epoch: int
 
 
+class DeadLetter(NamedTuple):
+    """A line sent to the DLQ: why, and where it starts in its file."""
+
+    reason: str
+    offset: int
+
+
 class Topics(NamedTuple):
     """Where one table's records go: its data topic and the DLQ, with their partition counts."""
 
@@ -96,7 +103,7 @@ class Tally:
         self.lines = 0
         self.dlq = 0
         self.last_line: bytes | None = None  # the last good line (its block_time is the newest)
-        self.dead_letters: list[Record] = []  # for metrics and logs
+        self.dead_letters: list[DeadLetter] = []  # for metrics and logs
         self.regressions: list[Regression] = []  # for metrics, logs and the seal
 
 
@@ -373,7 +380,7 @@ class RecordWriter:
     def _send_dead_letter(self, record: Record, acks: CycleAcks, tally: Tally) -> None:
         self.produce(record.topic, record.value, record.key, record.partition, acks.dlq, None, 0, record.headers)
         tally.dlq += 1
-        tally.dead_letters.append(record)
+        tally.dead_letters.append(DeadLetter((record.header("reason") or b"").decode(), int(record.header("offset") or b"0")))
 
 
 UNTERMINATED = "the file was finalized without a newline after its last line"

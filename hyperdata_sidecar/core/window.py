@@ -84,12 +84,15 @@ class Window:
     def __iter__(self) -> Iterator[Cycle]:
         return iter(self._cycles)
 
-    def open(self, path: str, start: WriterState, partial: Line | OversizeLine | None = None) -> Cycle:
-        """A new cycle of ``path`` from ``start``; raises ValueError while cycles of another file are in flight."""
+    def open(
+        self, path: str, start: WriterState, partial: Line | OversizeLine | None = None, deliveries: Deliveries | None = None
+    ) -> Cycle:
+        """A new cycle of ``path`` from ``start``, its reports counted in ``deliveries`` (a fresh
+        :class:`Deliveries` when None); raises ValueError while cycles of another file are in flight."""
         if self._cycles and path != self.path:
             raise ValueError(f"cycles of {self.path} are in flight; {path} must wait until they are committed")
         self.path = path
-        cycle = Cycle(start, partial)
+        cycle = Cycle(start, partial, deliveries if deliveries is not None else Deliveries())
         self._cycles.append(cycle)
         return cycle
 

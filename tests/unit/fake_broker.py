@@ -63,6 +63,7 @@ class FakeBroker:
         self.max_value: int | None = None  # values longer than this fail with MSG_SIZE_TOO_LARGE
         self.client_refusals = 0  # produce() calls that raise a client error before queueing
         self.metadata_refreshes: list[str] = []  # topics whose metadata the tailer asked for, in order
+        self.native = None  # the Python line engine: records come through produce()
 
     def produce(self, topic, value, key, partition, callback, _alias, _timestamp, headers) -> None:
         if self.client_refusals:

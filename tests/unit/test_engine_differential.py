@@ -5,8 +5,8 @@ fast path refuses) is the reference: for any lines, any chunking of their bytes 
 the native engine must hand over the same records byte for byte (topic, partition, key, value,
 headers in order, in the same order), the same counts, dead letters and regressions, and end in the
 same state (offset, sequencer, block range, held bytes, the unterminated tail). The native engine
-leaves the lines it cannot vouch for to Python (``Batch.undecided``); :func:`run_native` is the
-adapter that answers them with ``inspect_line``, as the tailer will.
+leaves the lines it cannot vouch for to Python (``Batch.undecided``); both run through the tailer's
+own adapters (:mod:`hyperdata_sidecar.filetail`), the native one in collect mode (no producer).
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
 from hyperdata_sidecar.core.partitioner import partition_for
-from hyperdata_sidecar.core.records import Record, RecordWriter, Routes, Tally, Topics, dead_letter_partition
-from hyperdata_sidecar.core.splitter import Line, LineSplitter, OversizeLine
+from hyperdata_sidecar.core.records import Record, RecordWriter, Routes, Topics, dead_letter_partition
+from hyperdata_sidecar.core.splitter import LineSplitter, OversizeLine
 from hyperdata_sidecar.core.tables import TABLES, TableSpec
+from hyperdata_sidecar.core.window import Cycle
+from hyperdata_sidecar.filetail import LineEngine, NativeLines, PythonLines
 
 from test_core_lineinfo import _ENVELOPES, EVENT_OF, envelope
 
@@ -67,14 +68,8 @@ class Start:
     max_line_bytes: int = 1 << 20
 
 
-def run_python(spec: TableSpec, chunks: list[bytes], start: Start) -> Run:
-    run = Run()
-
-    def produce(topic, value, key, partition, _on_delivery, _alias, _timestamp, headers) -> None:
-        run.records.append(Record(topic, partition, key, value, headers))
-
-    splitter = LineSplitter(start.offset, start.max_line_bytes)
-    writer = RecordWriter(
+def writer_at(spec: TableSpec, start: Start, produce: Any) -> RecordWriter:
+    return RecordWriter(
         spec,
         TOPICS,
         Routes(TOPICS.data_partitions),
@@ -86,78 +81,58 @@ def run_python(spec: TableSpec, chunks: list[bytes], start: Start) -> Run:
         last_block=start.last_block,
         late_tag=start.late_tag,
     )
-    tally = Tally()
+
+
+def run_engine(engine: LineEngine, chunks: list[bytes], records: list[Record]) -> Run:
+    """Drives a file's line engine (the tailer's adapter, :mod:`hyperdata_sidecar.filetail`) through
+    ``chunks``, then finalizes the file (its unterminated tail dead-lettered, as the tailer does)."""
+    run = Run(records=records)
     for chunk in chunks:
-        items = splitter.feed(chunk)
-        tally.last_line = None
-        assert writer.write(items, _NO_ACKS, tally) == len(items)
+        cycle = Cycle(engine.state(), None, engine.deliveries())
+        assert engine.handover(chunk, cycle).step()
+        tally = cycle.tally
+        run.lines, run.dlq, run.produced = run.lines + tally.lines, run.dlq + tally.dlq, run.produced + tally.produced
+        run.regressions += [tuple(r) for r in tally.regressions]
+        run.dead_letters += [tuple(d) for d in tally.dead_letters]
         run.last_lines.append(tally.last_line)
-    run.lines, run.dlq, run.produced = tally.lines, tally.dlq, tally.produced
-    run.regressions = [tuple(r) for r in tally.regressions]
-    run.dead_letters = [(r.header("reason").decode(), int(r.header("offset"))) for r in tally.dead_letters]
-    assert writer.offset == splitter.offset
-    run.end = (writer.offset, writer.seq_state, writer.first_block, writer.last_block, splitter.held_bytes)
-    held = splitter.flush_partial()
-    if type(held) is Line:
-        run.unterminated = (held.offset, len(held.data), held.data, None)
-    elif type(held) is OversizeLine:
-        run.unterminated = (held.offset, held.length, None, held.sha256)
-    run.offset_after_flush = splitter.offset
+    state = engine.state()
+    run.end = (state.offset, state.seq, state.first_block, state.last_block, engine.held_bytes)
+    held = engine.flush_partial()
+    if held is not None:
+        run.unterminated = (
+            (held.offset, held.length, None, held.sha256)
+            if type(held) is OversizeLine
+            else (held.offset, len(held.data), held.data, None)
+        )
+        cycle = Cycle(state, held)
+        engine.write_unterminated(
+            held, cycle.deliveries.cycle_acks(TOPICS, dead_letter_partition(engine.reference.spec, TOPICS)), cycle.tally
+        )
+    run.offset_after_flush = engine.state().offset
     return run
+
+
+def run_python(spec: TableSpec, chunks: list[bytes], start: Start) -> Run:
+    records: list[Record] = []
+    writer = writer_at(spec, start, collect(records))
+    engine = PythonLines(LineSplitter(start.offset, start.max_line_bytes), writer, TOPICS, dead_letter_partition(spec, TOPICS))
+    return run_engine(engine, chunks, records)
 
 
 def run_native(spec: TableSpec, chunks: list[bytes], start: Start) -> Run:
-    """Drives a native LineEngine through ``chunks``, ``inspect_line`` deciding its undecided lines."""
-    run = Run()
-    engine = native.LineEngine(
-        table=spec.dir_name,
-        coin_location=spec.coin_location.value,
-        data_topic=TOPICS.data,
-        data_partitions=TOPICS.data_partitions,
-        dlq_topic=TOPICS.dlq,
-        dlq_partition=dead_letter_partition(spec, TOPICS),
-        source=SOURCE,
-        offset=start.offset,
-        seq=start.seq,
-        first_block=start.first_block,
-        last_block=start.last_block,
-        late_tag=start.late_tag,
-        max_line_bytes=start.max_line_bytes,
-    )
-    for chunk in chunks:
-        batch = engine.feed(chunk)
-        last_line = None
-        while True:
-            run.records += [Record(*record) for record in batch.records()]
-            run.lines += batch.lines
-            run.dlq += batch.dlq
-            run.produced += batch.produced
-            run.regressions += batch.regressions
-            run.dead_letters += batch.dead_letters
-            last_line = batch.last_line or last_line
-            if batch.undecided is None:
-                break
-            _offset, line = batch.undecided
-            info = inspect_line(spec, line)
-            if type(info) is LineInfo:
-                batch = engine.accept(info.coin, info.block_number, info.n_events)
-            else:
-                batch = engine.reject(info.reason, info.detail)
-        run.last_lines.append(last_line)
-    run.end = (engine.offset, engine.seq, engine.first_block, engine.last_block, engine.held_bytes)
-    held = engine.flush_partial()
-    if held is not None:
-        run.unterminated = (held.offset, held.length, held.data, held.sha256)
-    run.offset_after_flush = engine.offset
-    return run
+    """The native engine in collect mode (no producer), ``inspect_line`` deciding its undecided lines."""
+    records: list[Record] = []
+    engine = NativeLines(native, None, spec, TOPICS, writer_at(spec, start, collect(records)), start.max_line_bytes)
+    assert engine.collected is not None
+    engine.collected = records  # the engine's records and the reference writer's dead letter, in file order
+    return run_engine(engine, chunks, records)
 
 
-class _NoAcks:
-    data = [None] * TOPICS.data_partitions
-    dlq = None
+def collect(records: list[Record]) -> Any:
+    def produce(topic, value, key, partition, _on_delivery, _alias, _timestamp, headers) -> None:
+        records.append(Record(topic, partition, key, value, headers))
 
-
-_NO_ACKS: Any = _NoAcks()
+    return produce
 
 
 def assert_same(spec: TableSpec, chunks: list[bytes], start: Start) -> Run:

@@ -1,0 +1,651 @@
+//! The engine's Kafka producer: librdkafka (rust-rdkafka's bundled copy) behind the subset of
+//! confluent-kafka's `Producer` the data plane uses, plus delivery accounting that needs no Python.
+//!
+//! Two kinds of record go through it, in one librdkafka producer (so idempotence and the order of
+//! a partition hold across both):
+//! - the records of a cycle, produced by the line engine with the GIL released: each carries its
+//!   (topic, partition) group of the cycle's [`Deliveries`], and its delivery report is counted in
+//!   Rust on librdkafka's polling thread (counts, failures by position, first and last offset);
+//! - single records produced from Python (`produce`, positional like confluent-kafka's, for
+//!   redelivery and seals): their `on_delivery(err, msg)` callbacks are queued and called by
+//!   `poll()` on the thread that polls, as confluent-kafka does.
+//!
+//! Client errors, logs and statistics are queued the same way and handed to the `error_cb`,
+//! `logger` and `stats_cb` of the configuration by `poll()`.
+
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyBufferError, PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use rdkafka::bindings as rdsys;
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, FromClientConfigAndContext, RDKafkaLogLevel};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{DeliveryResult, Header, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, Producer as _, ProducerContext, PurgeConfig, ThreadedProducer};
+use rdkafka::types::RDKafkaRespErr;
+
+use crate::records::Record;
+
+create_exception!(
+    hyperdata_sidecar_engine,
+    ProduceError,
+    PyException,
+    "The producer refused a record; args[0] is the ClientError."
+);
+
+/// An error as confluent-kafka's `KafkaError` shows it: `name()`, `str()`, `fatal()`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorInfo {
+    pub name: String,
+    pub detail: String,
+    pub fatal: bool,
+}
+
+impl ErrorInfo {
+    fn of(error: &KafkaError) -> Self {
+        match error.rdkafka_error_code() {
+            Some(code) => ErrorInfo {
+                name: error_name(code),
+                detail: code.to_string(),
+                fatal: code == RDKafkaErrorCode::Fatal,
+            },
+            None => ErrorInfo {
+                name: "_INVALID_ARG".to_owned(),
+                detail: error.to_string(),
+                fatal: false,
+            },
+        }
+    }
+}
+
+/// librdkafka's name of `code` (`MSG_SIZE_TOO_LARGE`, `_UNKNOWN_PARTITION`, ...), as confluent-kafka's
+/// `KafkaError.name()` gives it.
+fn error_name(code: RDKafkaErrorCode) -> String {
+    match RDKafkaRespErr::try_from(code as i32) {
+        // SAFETY: rd_kafka_err2name returns a static NUL-terminated string for every code.
+        Ok(err) => unsafe { CStr::from_ptr(rdsys::rd_kafka_err2name(err)) }
+            .to_string_lossy()
+            .into_owned(),
+        Err(_) => format!("{code:?}"),
+    }
+}
+
+/// A client error for Python: the error object of a failed delivery report, of `error_cb`, and
+/// of a refused `produce()` (`ProduceError.args[0]`).
+#[pyclass(module = "hyperdata_sidecar_engine", frozen, name = "ClientError")]
+pub struct PyClientError {
+    info: ErrorInfo,
+}
+
+#[pymethods]
+impl PyClientError {
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    fn str(&self) -> &str {
+        &self.info.detail
+    }
+
+    fn fatal(&self) -> bool {
+        self.info.fatal
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ClientError({}, {:?})", self.info.name, self.info.detail)
+    }
+}
+
+/// A delivered record as confluent-kafka's `Message` shows it to a delivery callback.
+#[pyclass(module = "hyperdata_sidecar_engine", frozen)]
+pub struct Delivered {
+    topic: String,
+    partition: i32,
+    offset: i64,
+}
+
+#[pymethods]
+impl Delivered {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    fn offset(&self) -> i64 {
+        self.offset
+    }
+}
+
+/// The delivery reports of one (topic, partition) of a cycle. librdkafka reports a partition's
+/// records in the order they were produced, so the i-th report is the group's i-th record.
+#[derive(Default)]
+pub struct Group {
+    state: Mutex<GroupState>,
+}
+
+#[derive(Default, Clone)]
+pub struct GroupState {
+    pub reported: u64,
+    /// (position in the group, error) of each failed record.
+    pub failures: Vec<(u64, ErrorInfo)>,
+    pub first: Option<i64>,
+    pub last: Option<i64>,
+}
+
+impl Group {
+    fn report(&self, result: Result<i64, ErrorInfo>) {
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match result {
+            Ok(offset) => {
+                state.first.get_or_insert(offset);
+                state.last = Some(offset);
+            }
+            Err(error) => {
+                let position = state.reported;
+                state.failures.push((position, error));
+            }
+        }
+        state.reported += 1;
+    }
+
+    pub fn snapshot(&self) -> GroupState {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    pub fn reported(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).reported
+    }
+}
+
+/// What a record carries to its delivery report.
+pub enum Opaque {
+    Group(Arc<Group>),
+    Callback(Py<PyAny>),
+}
+
+/// Something for Python to be told at the next `poll()`.
+enum Event {
+    Delivery {
+        callback: Py<PyAny>,
+        topic: String,
+        partition: i32,
+        result: Result<i64, ErrorInfo>,
+    },
+    Error(ErrorInfo),
+    Log {
+        level: RDKafkaLogLevel,
+        facility: String,
+        message: String,
+    },
+    Stats(String),
+}
+
+/// Runs on librdkafka's threads (and rust-rdkafka's polling thread): counts, queues, never calls Python.
+#[derive(Default)]
+pub struct Context {
+    /// Reports counted in Rust since the last `poll()` (they wake the waiters on the Python side).
+    reports: AtomicU64,
+    events: Mutex<Vec<Event>>,
+}
+
+impl Context {
+    fn push(&self, event: Event) {
+        self.events
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(event);
+    }
+}
+
+impl ClientContext for Context {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        self.push(Event::Log {
+            level,
+            facility: fac.to_owned(),
+            message: log_message.to_owned(),
+        });
+    }
+
+    fn stats_raw(&self, statistics: &[u8]) {
+        self.push(Event::Stats(String::from_utf8_lossy(statistics).into_owned()));
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        let mut info = ErrorInfo::of(&error);
+        info.detail = reason.to_owned();
+        self.push(Event::Error(info));
+    }
+}
+
+impl ProducerContext for Context {
+    type DeliveryOpaque = Box<Opaque>;
+
+    fn delivery(&self, delivery_result: &DeliveryResult<'_>, delivery_opaque: Self::DeliveryOpaque) {
+        let (result, topic, partition) = match delivery_result {
+            Ok(message) => (Ok(message.offset()), message.topic(), message.partition()),
+            Err((error, message)) => (Err(ErrorInfo::of(error)), message.topic(), message.partition()),
+        };
+        match *delivery_opaque {
+            Opaque::Group(group) => {
+                group.report(result);
+                self.reports.fetch_add(1, Ordering::Release);
+            }
+            Opaque::Callback(callback) => self.push(Event::Delivery {
+                callback,
+                topic: topic.to_owned(),
+                partition,
+                result,
+            }),
+        }
+    }
+}
+
+/// Why a record was not queued (nothing of it was).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The producer's queue is full: let reports come in, then try again.
+    QueueFull,
+    /// The client refused the record (an unknown partition or topic, ...).
+    Refused(ErrorInfo),
+}
+
+/// librdkafka's producer, for Python and for the line engine.
+#[pyclass(module = "hyperdata_sidecar_engine", frozen)]
+pub struct Producer {
+    inner: ThreadedProducer<Context>,
+    client_id: String,
+    error_cb: Option<Py<PyAny>>,
+    stats_cb: Option<Py<PyAny>>,
+    logger: Option<Py<PyAny>>,
+}
+
+impl Producer {
+    /// Queues `record` on `topic`; its report is counted in `group`.
+    pub fn send(&self, topic: &str, record: &Record, group: &Arc<Group>) -> Result<(), Refusal> {
+        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+        for (name, value) in &record.headers {
+            headers = headers.insert(Header {
+                key: name,
+                value: Some(value.as_slice()),
+            });
+        }
+        let base = BaseRecord::with_opaque_to(topic, Box::new(Opaque::Group(Arc::clone(group))))
+            .partition(record.partition as i32)
+            .key(record.key.as_slice())
+            .payload(record.value.as_slice())
+            .headers(headers);
+        self.inner.send(base).map_err(|(error, _)| refusal(&error))
+    }
+}
+
+fn refusal(error: &KafkaError) -> Refusal {
+    match error.rdkafka_error_code() {
+        Some(RDKafkaErrorCode::QueueFull) => Refusal::QueueFull,
+        _ => Refusal::Refused(ErrorInfo::of(error)),
+    }
+}
+
+/// Confluent-kafka's configuration values as librdkafka's strings (`True` → `true`).
+fn config_value(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(flag) = value.extract::<bool>() {
+        if value.is_instance_of::<pyo3::types::PyBool>() {
+            return Ok(if flag { "true" } else { "false" }.to_owned());
+        }
+    }
+    Ok(value.str()?.to_str()?.to_owned())
+}
+
+/// Python's logging level for a librdkafka syslog level, as confluent-kafka maps them.
+fn python_level(level: RDKafkaLogLevel) -> i32 {
+    match level {
+        RDKafkaLogLevel::Emerg | RDKafkaLogLevel::Alert | RDKafkaLogLevel::Critical => 50,
+        RDKafkaLogLevel::Error => 40,
+        RDKafkaLogLevel::Warning => 30,
+        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => 20,
+        RDKafkaLogLevel::Debug => 10,
+    }
+}
+
+#[pymethods]
+impl Producer {
+    /// Takes confluent-kafka's configuration dict: librdkafka properties, plus the Python
+    /// callables `error_cb(error)`, `stats_cb(json)` and `logger` (a `logging.Logger`).
+    #[new]
+    fn new(config: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let mut client = ClientConfig::new();
+        let (mut error_cb, mut stats_cb, mut logger) = (None, None, None);
+        let mut client_id = "rdkafka".to_owned();
+        for (key, value) in config.iter() {
+            let key: String = key.extract()?;
+            match key.as_str() {
+                "error_cb" => error_cb = Some(value.unbind()),
+                "stats_cb" => stats_cb = Some(value.unbind()),
+                "logger" => logger = Some(value.unbind()),
+                _ => {
+                    let value = config_value(&value)?;
+                    if key == "client.id" {
+                        client_id = value.clone();
+                    }
+                    client.set(key, value);
+                }
+            }
+        }
+        // Logs reach the context (and so Python's logger) rather than the log crate.
+        client.set_log_level(RDKafkaLogLevel::Debug);
+        let inner = ThreadedProducer::from_config_and_context(&client, Context::default())
+            .map_err(|error| PyValueError::new_err(format!("producer configuration: {error}")))?;
+        Ok(Producer {
+            inner,
+            client_id,
+            error_cb,
+            stats_cb,
+            logger,
+        })
+    }
+
+    /// confluent-kafka's `produce(topic, value, key, partition, on_delivery, callback, timestamp,
+    /// headers)`, positional. Raises `BufferError` when the queue is full and `ProduceError` when
+    /// the client refuses the record; `on_delivery(err, msg)` is called by `poll()`.
+    #[pyo3(signature = (topic, value=None, key=None, partition=-1, on_delivery=None, callback=None, timestamp=0, headers=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn produce(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        value: Option<&[u8]>,
+        key: Option<&[u8]>,
+        partition: i32,
+        on_delivery: Option<Py<PyAny>>,
+        callback: Option<Py<PyAny>>,
+        timestamp: i64,
+        headers: Option<Vec<(String, Vec<u8>)>>,
+    ) -> PyResult<()> {
+        let mut base: BaseRecord<'_, [u8], [u8], Box<Opaque>> = match on_delivery.or(callback) {
+            Some(callback) => BaseRecord::with_opaque_to(topic, Box::new(Opaque::Callback(callback))),
+            None => BaseRecord::with_opaque_to(topic, Box::new(Opaque::Group(Arc::new(Group::default())))),
+        };
+        if partition >= 0 {
+            base = base.partition(partition);
+        }
+        if let Some(key) = key {
+            base = base.key(key);
+        }
+        if let Some(value) = value {
+            base = base.payload(value);
+        }
+        if timestamp != 0 {
+            base = base.timestamp(timestamp);
+        }
+        if let Some(headers) = &headers {
+            let mut owned = OwnedHeaders::new_with_capacity(headers.len());
+            for (name, value) in headers {
+                owned = owned.insert(Header {
+                    key: name,
+                    value: Some(value.as_slice()),
+                });
+            }
+            base = base.headers(owned);
+        }
+        match self.inner.send(base) {
+            Ok(()) => Ok(()),
+            Err((error, _)) => match refusal(&error) {
+                Refusal::QueueFull => Err(PyBufferError::new_err("the producer's queue is full")),
+                Refusal::Refused(info) => Err(ProduceError::new_err((Py::new(py, PyClientError { info })?,))),
+            },
+        }
+    }
+
+    /// Serves what happened since the last call, on this thread: delivery callbacks, client
+    /// errors, logs, statistics. Waits up to `timeout` seconds for something. Returns how many
+    /// events were served, delivery reports counted in Rust included.
+    #[pyo3(signature = (timeout=0.0))]
+    fn poll(&self, py: Python<'_>, timeout: f64) -> PyResult<u64> {
+        let deadline = std::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.0));
+        loop {
+            let served = self.serve(py)?;
+            if served > 0 || std::time::Instant::now() >= deadline {
+                return Ok(served);
+            }
+            py.detach(|| std::thread::sleep(Duration::from_millis(1)));
+        }
+    }
+
+    /// Records queued, in flight or with a report not yet served.
+    fn __len__(&self) -> usize {
+        let queued = self.inner.in_flight_count().max(0) as usize;
+        let unserved = self
+            .inner
+            .context()
+            .events
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .filter(|event| matches!(event, Event::Delivery { .. }))
+            .count();
+        queued + unserved
+    }
+
+    /// Waits up to `timeout` seconds for every record to be reported; returns how many are left.
+    #[pyo3(signature = (timeout=-1.0))]
+    fn flush(&self, py: Python<'_>, timeout: f64) -> PyResult<usize> {
+        let wait = if timeout < 0.0 {
+            None
+        } else {
+            Some(Duration::from_secs_f64(timeout))
+        };
+        // A timeout is not an error here: what is left is returned, as confluent-kafka does.
+        let _ = py.detach(|| self.inner.flush(wait));
+        self.serve(py)?;
+        Ok(self.__len__())
+    }
+
+    /// Drops every record not yet delivered (their reports fail with `_PURGE_QUEUE`/`_PURGE_INFLIGHT`).
+    fn purge(&self, py: Python<'_>) {
+        py.detach(|| self.inner.purge(PurgeConfig::default().queue().inflight()));
+    }
+
+    /// Asks the broker for `topic`'s metadata now (librdkafka then knows its partitions); the
+    /// error as text, or None.
+    #[pyo3(signature = (topic, timeout=10.0))]
+    fn refresh_metadata(&self, py: Python<'_>, topic: &str, timeout: f64) -> Option<String> {
+        let wait = Duration::from_secs_f64(timeout.max(0.0));
+        let result = py.detach(|| self.inner.client().fetch_metadata(Some(topic), wait));
+        match result {
+            Err(error) => Some(error.to_string()),
+            Ok(metadata) => metadata
+                .topics()
+                .iter()
+                .find(|found| found.name() == topic)
+                .and_then(|found| found.error())
+                .map(|error| error_name(RDKafkaErrorCode::from(error))),
+        }
+    }
+}
+
+impl Producer {
+    fn serve(&self, py: Python<'_>) -> PyResult<u64> {
+        let counted = self.inner.context().reports.swap(0, Ordering::Acquire);
+        let events = std::mem::take(
+            &mut *self
+                .inner
+                .context()
+                .events
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        let served = counted + events.len() as u64;
+        for event in events {
+            self.dispatch(py, event)?;
+        }
+        Ok(served)
+    }
+
+    fn dispatch(&self, py: Python<'_>, event: Event) -> PyResult<()> {
+        match event {
+            Event::Delivery {
+                callback,
+                topic,
+                partition,
+                result,
+            } => match result {
+                Ok(offset) => {
+                    let message = Py::new(
+                        py,
+                        Delivered {
+                            topic,
+                            partition,
+                            offset,
+                        },
+                    )?;
+                    callback.call1(py, (py.None(), message))?;
+                }
+                Err(info) => {
+                    let message = Py::new(
+                        py,
+                        Delivered {
+                            topic,
+                            partition,
+                            offset: -1,
+                        },
+                    )?;
+                    callback.call1(py, (Py::new(py, PyClientError { info })?, message))?;
+                }
+            },
+            Event::Error(mut info) => {
+                if info.fatal {
+                    // The error event only says "fatal": the cause is kept by the client.
+                    if let Some((code, reason)) = self.inner.client().fatal_error() {
+                        info = ErrorInfo {
+                            name: error_name(code),
+                            detail: reason,
+                            fatal: true,
+                        };
+                    }
+                }
+                if let Some(error_cb) = &self.error_cb {
+                    error_cb.call1(py, (Py::new(py, PyClientError { info })?,))?;
+                }
+            }
+            Event::Log {
+                level,
+                facility,
+                message,
+            } => {
+                if let Some(logger) = &self.logger {
+                    let format = PyString::new(py, "%s [%s] %s");
+                    logger.call_method1(
+                        py,
+                        "log",
+                        (python_level(level), format, facility, self.client_id.as_str(), message),
+                    )?;
+                }
+            }
+            Event::Stats(json) => {
+                if let Some(stats_cb) = &self.stats_cb {
+                    stats_cb.call1(py, (json,))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A failed record as Python sees it: (topic, partition, position in the group, error).
+type FailureRow = (String, u32, u64, Py<PyClientError>);
+
+/// The delivery reports of one cycle's records, by (topic, partition), counted in Rust.
+#[pyclass(module = "hyperdata_sidecar_engine", frozen)]
+pub struct Deliveries {
+    producer: Py<Producer>,
+    pub data_topic: String,
+    pub dlq_topic: String,
+    data: Vec<Arc<Group>>,
+    dlq_partition: u32,
+    dlq: Arc<Group>,
+}
+
+impl Deliveries {
+    pub fn producer(&self) -> &Producer {
+        self.producer.get()
+    }
+
+    pub fn data_group(&self, partition: u32) -> Option<&Arc<Group>> {
+        self.data.get(partition as usize)
+    }
+
+    pub fn dlq_group(&self) -> &Arc<Group> {
+        &self.dlq
+    }
+
+    fn groups(&self) -> impl Iterator<Item = (&str, u32, &Arc<Group>)> {
+        let data = self
+            .data
+            .iter()
+            .enumerate()
+            .map(|(p, g)| (self.data_topic.as_str(), p as u32, g));
+        data.chain(std::iter::once((self.dlq_topic.as_str(), self.dlq_partition, &self.dlq)))
+    }
+}
+
+#[pymethods]
+impl Deliveries {
+    #[new]
+    fn new(producer: Py<Producer>, data_topic: String, data_partitions: u32, dlq_topic: String, dlq_partition: u32) -> Self {
+        Deliveries {
+            producer,
+            data_topic,
+            dlq_topic,
+            data: (0..data_partitions).map(|_| Arc::new(Group::default())).collect(),
+            dlq_partition,
+            dlq: Arc::new(Group::default()),
+        }
+    }
+
+    /// How many records have been reported (delivered or failed).
+    fn reported(&self) -> u64 {
+        self.groups().map(|(_, _, group)| group.reported()).sum()
+    }
+
+    /// (topic, partition, position, error) of every failed record, by group, in each group's order.
+    fn failures(&self, py: Python<'_>) -> PyResult<Vec<FailureRow>> {
+        let mut found = Vec::new();
+        for (topic, partition, group) in self.groups() {
+            for (position, info) in group.snapshot().failures {
+                found.push((topic.to_owned(), partition, position, Py::new(py, PyClientError { info })?));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Per partition of `topic`: the offsets of the first and last record delivered there.
+    fn offset_ranges(&self, topic: &str) -> HashMap<u32, (i64, i64)> {
+        self.groups()
+            .filter(|(group_topic, _, _)| *group_topic == topic)
+            .filter_map(|(_, partition, group)| {
+                let state = group.snapshot();
+                Some((partition, (state.first?, state.last?)))
+            })
+            .collect()
+    }
+}
+
+/// `info` as the Python ClientError.
+pub fn client_error(py: Python<'_>, info: ErrorInfo) -> PyResult<Py<PyClientError>> {
+    Py::new(py, PyClientError { info })
+}
+
+/// The version of the librdkafka linked into the engine.
+#[pyfunction]
+pub fn librdkafka_version() -> String {
+    rdkafka::util::get_rdkafka_version().1
+}
