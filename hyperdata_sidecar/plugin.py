@@ -27,7 +27,8 @@ from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_
 from hyperdata_sidecar.core.backlog import Estimate
 from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.backup_status import status_of
-from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
+from hyperdata_sidecar.core.cursor import FileCursor, manifest_from_cursor
+from hyperdata_sidecar.core.handover import Occasion, needs_handover
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.lifecycle import Lifecycle, Phase
 from hyperdata_sidecar.core.records import Regression
@@ -114,6 +115,7 @@ class Sidecar:
         self.started_at = time.time()
         self.run_id = uuid.uuid4().hex  # this process's backup attempt records carry it
         self._sync_lock = asyncio.Lock()
+        self._handovers: set[asyncio.Task[None]] = set()  # kept: the loop holds only weak references to tasks
 
     # ------------------------------------------------------------------ lifecycle and readiness
 
@@ -405,7 +407,7 @@ class Sidecar:
                 stored.setdefault(path.split("/", 1)[0], {})[path] = cursor
             for spec in TABLES:
                 self.tailers[spec.dir_name] = TableTailer(spec, self.settings, self, self.dataplane, stored[spec.dir_name])
-            await self._resend_rotations(c for files in stored.values() for c in files.values())
+            await self._resend_rotations((c for files in stored.values() for c in files.values()), Occasion.START)
             await self._resend_snapshot_backups()
             self.snapshot_watcher = SnapshotWatcher(self.settings, self, set(self.snapshots.keys()))
             self.move_to(Phase.RUNNING)
@@ -419,25 +421,63 @@ class Sidecar:
                 resume_points={path: c.byte_offset for files in stored.values() for path, c in files.items()},
             )
 
-    async def _resend_rotations(self, cursors: Iterable[FileCursor]) -> None:
+    async def _resend_rotations(self, cursors: Iterable[FileCursor], occasion: Occasion) -> None:
         """Hand finalized files whose seal or backup of their latest revision is not recorded to the
-        agents again.
+        agents again (:func:`needs_handover`).
 
-        Covers every crash window between finalization and the agents' table writes, and gives every
-        failed or parked backup a new series of tries; the agents skip files that turn out to be
-        sealed or backed up already.
+        At start this covers every crash window between finalization and the agents' table writes,
+        and gives every failed or parked backup a new series of tries; after a rebalance, the
+        rotation records Faust committed for an agent that never ran on them. The agents skip files
+        that turn out to be sealed or backed up already.
         """
-        for cursor in cursors:
-            if cursor.stage is not CursorStage.FINALIZED:
-                continue
-            backup = self.backups.get(cursor.path)
-            backed_up = status_of(backup).is_done and revision_of(backup) >= cursor.revision
-            if self.sealed(cursor.path, cursor.revision) and backed_up:
+        for cursor in list(cursors):
+            if not needs_handover(cursor, self.seals.get(cursor.path), self.backups.get(cursor.path), occasion):
                 continue
             manifest = manifest_from_cursor(cursor, self.settings.node_id)
             if manifest is not None:
-                self.log.info("rotation_resent", path=cursor.path)
+                self.log.info("rotation_resent", path=cursor.path, occasion=occasion.value)
                 await self.rotate(manifest)
+
+    def rebalanced(self, *_: Any, **__: Any) -> None:
+        """Receiver of Faust's ``on_rebalance_complete`` signal (the partitions are assigned, the
+        tables recovered, the consumer sought to the committed offsets): start the handover of
+        :meth:`hand_over_after_rebalance`.
+
+        Not awaited: Faust resumes the streams only after its receivers return, and the handover
+        may wait for :meth:`_sync`, whose barrier needs the progress stream to run.
+        """
+        task = asyncio.ensure_future(self.hand_over_after_rebalance())
+        self._handovers.add(task)
+        task.add_done_callback(self._handovers.discard)
+
+    async def hand_over_after_rebalance(self) -> None:
+        """Hand the finalized files the agents have not finished to them again, from the tailers'
+        cursors (fresher than the offsets table, whose progress records cross the same rebalance).
+
+        Before the tables are synced there is nothing to do: :meth:`_sync` hands them over after
+        this assignment. A rotation topic that refuses the records is counted (``seal`` producer
+        error), logged and tried again after a back-off until the worker stops.
+        """
+        backoff = Backoff(CONNECT_FIRST_BACKOFF_S, CONNECT_MAX_BACKOFF_S)
+        while not self.stopping:
+            async with self._sync_lock:
+                if not self.lifecycle.running:
+                    return
+                cursors = [tail.cursor for tailer in self.tailers.values() for tail in tailer.files.values()]
+                try:
+                    await self._resend_rotations(cursors, Occasion.REBALANCE)
+                    return
+                except (TimeoutError, KafkaError, OSError) as exc:
+                    self.metrics.producer_error("seal")
+                    self.log.limited(
+                        logging.WARNING,
+                        "rotation_resend_failed",
+                        "rebalance",
+                        60.0,
+                        error=f"{type(exc).__name__}: {exc}",
+                        retry_in_s=backoff.delay,
+                    )
+            await backoff.wait(self.pause)
 
     async def _resend_snapshot_backups(self) -> None:
         """Hand published snapshots whose backup is not done to the snapshot agent again (it skips
@@ -505,6 +545,7 @@ def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
         _install_poll_loop(sidecar, spec.dir_name)
     _install_snapshot_loop(sidecar)
     install_agents(sidecar)
+    app.on_rebalance_complete.connect(sidecar.rebalanced)
     app.service(type("SidecarRuntime", (SidecarRuntime,), {"sidecar": sidecar}))
     install_pages(app, sidecar)
 
