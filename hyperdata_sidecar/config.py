@@ -54,6 +54,8 @@ DEFAULTS: dict[str, str] = {
     "LAG_WARN_BYTES": "268435456",
     "PRODUCER_LINGER_MS": "50",
     "PRODUCER_BATCH_BYTES": "1048576",
+    "PRODUCER_COMPRESSION": "zstd",
+    "PRODUCER_COMPRESSION_LEVEL": "-1",
     "SIDECAR_ENGINE": "auto",
     "KAFKA_SECURITY_PROTOCOL": "PLAINTEXT",
     "KAFKA_SASL_MECHANISM": "",
@@ -68,6 +70,7 @@ DEFAULTS: dict[str, str] = {
 #: group under the name ``BACKUP_SINK`` selects (this project registers ``local`` and ``none``).
 BACKUP_SINK_GROUP = "hyperdata_sidecar.backup_sinks"
 INITIAL_POSITIONS = ("beginning", "end")
+COMPRESSION_CODECS = ("zstd", "lz4", "snappy", "gzip", "none")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -158,6 +161,8 @@ class Settings:
     lag_warn_bytes: int
     producer_linger_ms: int
     producer_batch_bytes: int
+    producer_compression: str  # librdkafka's compression.type of the data plane
+    producer_compression_level: int  # its compression.level (-1: the codec's default)
     engine: str  # the line engine asked for (auto, native or python); the worker chooses at start
     security: KafkaSecurity
 
@@ -274,6 +279,8 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         lag_warn_bytes=_positive_int(raw, "LAG_WARN_BYTES"),
         producer_linger_ms=_non_negative_int(raw, "PRODUCER_LINGER_MS"),
         producer_batch_bytes=_positive_int(raw, "PRODUCER_BATCH_BYTES"),
+        producer_compression=_choice(raw, "PRODUCER_COMPRESSION", COMPRESSION_CODECS),
+        producer_compression_level=_compression_level(raw),
         engine=_choice(raw, "SIDECAR_ENGINE", ENGINE_CHOICES),
         security=security,
     )
@@ -299,6 +306,19 @@ def _positive_int(raw: Mapping[str, str], name: str) -> int:
     if value <= 0:
         raise ConfigError(name, f"must be greater than 0 (got {value})")
     return value
+
+
+def _compression_level(raw: Mapping[str, str]) -> int:
+    """librdkafka's ``compression.level``: -1 (the codec's default) or a level the codec knows
+    (zstd 1-22 for the levels it takes here, lz4 0-12, gzip 0-9; snappy and none have none)."""
+    level = _int(raw, "PRODUCER_COMPRESSION_LEVEL")
+    limits = {"zstd": 22, "lz4": 12, "gzip": 9, "snappy": -1, "none": -1}
+    codec = raw["PRODUCER_COMPRESSION"].strip()
+    high = limits.get(codec, 22)
+    if level != -1 and not 0 <= level <= high:
+        choice = f"-1 or 0..{high}" if high >= 0 else "-1 (the codec has no levels)"
+        raise ConfigError("PRODUCER_COMPRESSION_LEVEL", f"{level} is not a level of {codec}: {choice}")
+    return level
 
 
 def _non_negative_int(raw: Mapping[str, str], name: str) -> int:

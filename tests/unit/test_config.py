@@ -104,6 +104,31 @@ def test_an_unknown_engine_is_an_error_listing_the_choices(tmp_path, monkeypatch
     assert str(err.value) == "SIDECAR_ENGINE: must be one of auto, native, python (got 'Native')"
 
 
+@pytest.mark.parametrize(
+    ("codec", "level"), [("zstd", "-1"), ("zstd", "3"), ("zstd", "22"), ("lz4", "0"), ("lz4", "12"), ("gzip", "9"), ("none", "-1")]
+)
+def test_a_compression_codec_and_a_level_it_knows_are_taken(codec, level, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings({"PRODUCER_COMPRESSION": codec, "PRODUCER_COMPRESSION_LEVEL": level})
+    assert (settings.producer_compression, settings.producer_compression_level) == (codec, int(level))
+
+
+@pytest.mark.parametrize(
+    ("codec", "level", "message"),
+    [
+        ("zstd", "23", "PRODUCER_COMPRESSION_LEVEL: 23 is not a level of zstd: -1 or 0..22"),
+        ("lz4", "13", "PRODUCER_COMPRESSION_LEVEL: 13 is not a level of lz4: -1 or 0..12"),
+        ("snappy", "1", "PRODUCER_COMPRESSION_LEVEL: 1 is not a level of snappy: -1 (the codec has no levels)"),
+        ("brotli", "-1", "PRODUCER_COMPRESSION: must be one of zstd, lz4, snappy, gzip, none (got 'brotli')"),
+    ],
+)
+def test_an_unknown_codec_or_a_level_it_does_not_know_is_an_error(codec, level, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load_settings({"PRODUCER_COMPRESSION": codec, "PRODUCER_COMPRESSION_LEVEL": level})
+    assert str(err.value) == message
+
+
 def test_an_unknown_key_in_the_config_file_is_an_error(tmp_path):
     ini = tmp_path / "sidecar.ini"
     ini.write_text("[sidecar]\nPOLL_INTERVAL = 5\n")
