@@ -105,7 +105,8 @@ def test_an_unknown_engine_is_an_error_listing_the_choices(tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize(
-    ("codec", "level"), [("zstd", "-1"), ("zstd", "3"), ("zstd", "22"), ("lz4", "0"), ("lz4", "12"), ("gzip", "9"), ("none", "-1")]
+    ("codec", "level"),
+    [("zstd", "-1"), ("zstd", "3"), ("zstd", "22"), ("lz4", "0"), ("lz4", "12"), ("gzip", "9"), ("none", "-1")],
 )
 def test_a_compression_codec_and_a_level_it_knows_are_taken(codec, level, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
