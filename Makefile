@@ -7,7 +7,7 @@ VPY := $(VENV)/bin/python
 # Written after a successful install; older than pyproject.toml means "install again".
 STAMP := $(VENV)/.installed-from-pyproject
 
-.PHONY: venv engine lint lint-engine test unit alerts-test systemd-verify systemd-test kafka-up kafka-down demo bench drills image-test
+.PHONY: venv engine engine-test lint lint-engine test unit alerts-test systemd-verify systemd-test kafka-up kafka-down demo bench drills image-test
 
 venv: $(STAMP)
 
@@ -26,11 +26,16 @@ engine: venv
 	$(VPY) -m pip install --quiet --disable-pip-version-check 'maturin>=1.9,<2'
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release -m engine/Cargo.toml
 
-# The engine's Rust: rustfmt's check and clippy with every warning an error.
+# The engine's Rust: rustfmt's check and clippy with every warning an error. In the release
+# profile, like the build: the bundled librdkafka and OpenSSL are compiled once for both.
 lint-engine:
 	@command -v cargo >/dev/null || { echo "make lint-engine: cargo not found; install Rust (rustup, or the distribution's cargo)" >&2; exit 1; }
 	cargo fmt --manifest-path engine/Cargo.toml --check
-	cargo clippy --manifest-path engine/Cargo.toml --all-targets -- -D warnings
+	cargo clippy --release --manifest-path engine/Cargo.toml --all-targets -- -D warnings
+
+# The engine's own Rust tests (what Python cannot reach: a sink that refuses records).
+engine-test:
+	cargo test --release --manifest-path engine/Cargo.toml
 
 # lint-engine, then ruff (lint, then the format check) and mypy (strict on hyperdata_sidecar/core). mypy checks the
 # package as it is installed, agents/ as hyperdata_sidecar.agents: $(TYPECHECK_TREE) is that layout
@@ -47,7 +52,7 @@ lint: venv lint-engine
 # must run here, not skip); the integration tests start a local Kafka broker themselves (or use
 # HYPERDATA_TEST_BOOTSTRAP=HOST:PORT). pytest exits 5 when it collected no test: that means
 # nothing ran, and counts as a failure.
-test: venv lint engine
+test: venv lint engine engine-test
 	@status=0; HYPERDATA_ENGINE_REQUIRED=1 $(VPY) -m pytest -q || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); nothing ran" >&2; fi; \
 	exit $$status
@@ -73,7 +78,7 @@ kafka-up: venv
 kafka-down: venv
 	$(VPY) -m hyperdata_sidecar.devkafka stop --data-dir var/kafka
 
-demo: venv
+demo: venv engine
 	bash scripts/demo.sh
 
 bench: venv

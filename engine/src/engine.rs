@@ -264,3 +264,120 @@ impl LineEngine {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Refuses every `every`-th record it is offered (queue full), keeps the rest.
+    struct Refusing {
+        every: usize,
+        offered: usize,
+        records: Vec<Record>,
+    }
+
+    impl Sink for Refusing {
+        fn send(&mut self, record: &Record) -> Result<(), Refusal> {
+            self.offered += 1;
+            if self.offered % self.every == 0 {
+                return Err(Refusal::QueueFull);
+            }
+            self.records.push(record.clone());
+            Ok(())
+        }
+    }
+
+    fn engine() -> LineEngine {
+        let table = "node_raw_book_diffs_streaming";
+        LineEngine::new(
+            CoinLocation::Event,
+            LineSplitter::new(0, 1 << 20),
+            Sequencer::new(
+                table,
+                Vec::new(),
+                crate::sequencer::SeqState {
+                    block: None,
+                    next_seq: 0,
+                    epoch: 0,
+                },
+                None,
+                None,
+            ),
+            RecordBuilder::new(table, "t/hourly/20260610/13".to_owned(), 6, 1),
+        )
+    }
+
+    fn corpus() -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for (n, block) in [5, 5, 6, 4, 4, 7].iter().enumerate() {
+            let coin = ["BTC", "ETH", "SOL"][n % 3];
+            bytes.extend_from_slice(
+                format!(r#"{{"block_number":{block},"block_time":"t","events":[{{"coin":"{coin}"}},{{"coin":"{coin}"}}]}}"#)
+                    .as_bytes(),
+            );
+            bytes.push(b'\n');
+            if n == 2 {
+                bytes.extend_from_slice(b"not json\n");
+            }
+        }
+        bytes
+    }
+
+    /// Runs `engine` over `bytes` until every line is handed over, answering undecided lines as
+    /// malformed and retrying after each refusal.
+    fn run(engine: &mut LineEngine, sink: &mut dyn Sink, bytes: &[u8]) -> (u64, u64) {
+        let mut batch = engine.feed(bytes, sink).unwrap();
+        let (mut lines, mut dlq) = (0, 0);
+        loop {
+            lines += batch.lines;
+            dlq += batch.dlq;
+            batch = if batch.undecided.is_some() {
+                let verdict = Verdict::Rejected {
+                    reason: "malformed".to_owned(),
+                    detail: "not JSON".to_owned(),
+                };
+                engine.resume(verdict, sink).unwrap()
+            } else if batch.refusal.is_some() {
+                engine.proceed(sink).unwrap()
+            } else {
+                return (lines, dlq);
+            };
+        }
+    }
+
+    #[test]
+    fn a_refused_record_is_offered_again_with_every_state_as_if_it_had_not_been_seen() {
+        let bytes = corpus();
+        let mut reference = Collector::default();
+        let mut plain = engine();
+        let counts = run(&mut plain, &mut reference, &bytes);
+        for every in 2..=7 {
+            let mut refusing = Refusing {
+                every,
+                offered: 0,
+                records: Vec::new(),
+            };
+            let mut refused = engine();
+            assert_eq!(run(&mut refused, &mut refusing, &bytes), counts, "every {every}");
+            assert_eq!(refusing.records, reference.records, "every {every}");
+            assert_eq!(refused.offset(), plain.offset());
+            assert_eq!(refused.sequencer.state(), plain.sequencer.state());
+            assert_eq!(
+                (refused.sequencer.first_block, refused.sequencer.last_block),
+                (plain.sequencer.first_block, plain.sequencer.last_block)
+            );
+        }
+        assert_eq!(counts, (6, 1));
+        assert_eq!(plain.sequencer.state().epoch, 1); // block 6 then 4: one regression
+    }
+
+    #[test]
+    fn a_call_while_a_verdict_is_pending_is_refused() {
+        let mut engine = engine();
+        let mut sink = Collector::default();
+        let batch = engine.feed(b"not json\n", &mut sink).unwrap();
+        assert!(batch.undecided.is_some());
+        assert_eq!(engine.proceed(&mut sink).unwrap_err(), Misuse::VerdictPending);
+        assert_eq!(engine.feed(b"", &mut sink).unwrap_err(), Misuse::VerdictPending);
+    }
+}

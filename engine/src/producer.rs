@@ -305,6 +305,20 @@ fn config_value(value: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(value.str()?.to_str()?.to_owned())
 }
 
+/// librdkafka's `log_level` property (a syslog level, 6 by default) as rust-rdkafka's level.
+fn log_level(configured: Option<&str>) -> RDKafkaLogLevel {
+    match configured.and_then(|level| level.trim().parse::<u8>().ok()).unwrap_or(6) {
+        0 => RDKafkaLogLevel::Emerg,
+        1 => RDKafkaLogLevel::Alert,
+        2 => RDKafkaLogLevel::Critical,
+        3 => RDKafkaLogLevel::Error,
+        4 => RDKafkaLogLevel::Warning,
+        5 => RDKafkaLogLevel::Notice,
+        6 => RDKafkaLogLevel::Info,
+        _ => RDKafkaLogLevel::Debug,
+    }
+}
+
 /// Python's logging level for a librdkafka syslog level, as confluent-kafka maps them.
 fn python_level(level: RDKafkaLogLevel) -> i32 {
     match level {
@@ -340,8 +354,9 @@ impl Producer {
                 }
             }
         }
-        // Logs reach the context (and so Python's logger) rather than the log crate.
-        client.set_log_level(RDKafkaLogLevel::Debug);
+        // rust-rdkafka sets the client's level after creating it (from the log crate's, which is
+        // off here): take the configuration's `log_level` instead, as confluent-kafka does.
+        client.set_log_level(log_level(client.get("log_level")));
         let inner = ThreadedProducer::from_config_and_context(&client, Context::default())
             .map_err(|error| PyValueError::new_err(format!("producer configuration: {error}")))?;
         Ok(Producer {
