@@ -279,7 +279,7 @@ mod tests {
     impl Sink for Refusing {
         fn send(&mut self, record: &Record) -> Result<(), Refusal> {
             self.offered += 1;
-            if self.offered % self.every == 0 {
+            if self.offered.is_multiple_of(self.every) {
                 return Err(Refusal::QueueFull);
             }
             self.records.push(record.clone());
