@@ -1,11 +1,14 @@
 """``python -m bench``: run the benchmark scenarios, print the figures, save and document them.
 
-    python -m bench                      # everything, default sizes (what `make bench` runs)
+    python -m bench                      # the default scenarios, default sizes (what `make bench` runs)
     python -m bench --scenarios catchup,reference --backlog-mb 4096
-    python -m bench --bootstrap 127.0.0.1:9092 --no-doc
+    python -m bench --engines python --bootstrap 127.0.0.1:9092 --no-doc
+    python -m bench --scenarios compression --compression-mb 256
 
 Without ``--bootstrap`` the run starts its own broker under ``var/bench/`` and removes it after.
-Exits 1 when a scenario could not complete (missed targets do not change the exit code).
+The ``catchup`` and ``live`` scenarios run once per line engine of ``--engines``.
+Exits 1 when a scenario could not complete (missed targets do not change the exit code), 2 when the
+options ask for what cannot run (an engine that is not installed).
 """
 
 from __future__ import annotations
@@ -17,28 +20,37 @@ import shutil
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
-from bench import catchup, live, reference, report, seal, stages
+from bench import catchup, compression, engines, live, reference, report, seal, stages
 from bench.broker import broker
 from bench.context import RunContext, ScenarioResult
 from bench.worker import REPO
 
-SCENARIOS = {
+SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "catchup": catchup.run,
     "reference": reference.run,
     "live": live.run,
     "seal": seal.run,
     "stages": stages.run,
+    "compression": compression.run,
 }
+DEFAULT_SCENARIOS = ("catchup", "reference", "live", "seal", "stages")
+"""What ``make bench`` runs: ``compression`` (six catch-ups) is asked for by name."""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--scenarios",
-        default=",".join(SCENARIOS),
-        help=f"comma-separated, run in this order (default: {','.join(SCENARIOS)})",
+        default=",".join(DEFAULT_SCENARIOS),
+        help=f"comma-separated, run in this order, from {','.join(SCENARIOS)} (default: {','.join(DEFAULT_SCENARIOS)})",
+    )
+    parser.add_argument(
+        "--engines",
+        help="line engines the catchup and live scenarios run, in this order (default: native,python; "
+        "the native one is skipped, with a note, when it is not installed)",
     )
     parser.add_argument("--backlog-mb", type=float, default=1024, help="catch-up backlog size across the three tables (1024)")
     parser.add_argument("--backlog-hours", type=int, default=2, help="hour files per table in the backlog (2)")
@@ -52,6 +64,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seal-small-mb", type=float, default=1, help="the small hour file of the seal scenario (1)")
     parser.add_argument("--seal-large-mb", type=float, default=1024, help="the large hour file of the seal scenario (1024)")
+    parser.add_argument(
+        "--compression-mb",
+        type=float,
+        default=256,
+        help="backlog the compression scenario catches up once per codec and level (256)",
+    )
     parser.add_argument("--stage-lines", type=int, default=200_000, help="lines timed per stage, production mix (200000)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")
@@ -73,16 +91,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.worker_settings = dict(item.split("=", 1) for item in args.worker_settings)
     except ValueError:
         parser.error("--set takes NAME=VALUE")
+    if "SIDECAR_ENGINE" in args.worker_settings:
+        parser.error("--set SIDECAR_ENGINE: the harness sets it per worker; choose the engines with --engines")
     args.scenarios = [name.strip() for name in args.scenarios.split(",") if name.strip()]
     unknown = [name for name in args.scenarios if name not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenario(s) {unknown}; choose from {list(SCENARIOS)}")
+    try:
+        args.engines, args.engines_note = engines.choose(args.engines, engines.native_missing())
+    except engines.EngineChoiceError as refusal:
+        parser.exit(2, f"python -m bench: {refusal}\n")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.engines_note:
+        print(f"bench: {args.engines_note}", file=sys.stderr, flush=True)
     began = time.time()
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(began))
     git = report.git_commit(REPO)
@@ -93,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         "git": git,
         "machine": report.machine_notes(),
         "kcat_version": reference.kcat_version(),
+        "engines": args.engines,
+        "engines_note": args.engines_note,
     }
     json_path = (args.out_dir / f"{run_id}-{git['commit']}.json").resolve()
     run["json"] = str(json_path.relative_to(REPO)) if json_path.is_relative_to(REPO) else str(json_path)
@@ -101,29 +129,50 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with broker(args.out_dir / f"kafka-{run_id}", args.bootstrap) as kafka:
             run.update(bootstrap=kafka.bootstrap, broker_local=kafka.pid is not None, kafka_version=kafka.version)
-            ctx = RunContext(kafka, work, run_id, args, results)
-            for name in args.scenarios:
-                print(f"== {name}", flush=True)
-                scenario_began = time.monotonic()
-                try:
-                    result = SCENARIOS[name](ctx)
-                except Exception as exc:  # noqa: BLE001 - one broken scenario must not lose the others' figures
-                    traceback.print_exc()
-                    result = ScenarioResult(name, error=f"{type(exc).__name__}: {exc}")
-                result.details["scenario_s"] = round(time.monotonic() - scenario_began, 1)
-                results[name] = result
-                print(report.console_table([result]), flush=True)
+            ctx = RunContext(kafka, work, run_id, args, results, engines=args.engines)
+            for name, engine in _runs(args):
+                key = engines.result_key(name, engine)
+                print(f"== {key}", flush=True)
+                results[key] = _run_scenario(ctx, name, engine)
+                print(report.console_table([results[key]]), flush=True)
     finally:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
     run["total_s"] = round(time.time() - began, 1)
     report.write_json(json_path, run, results)
     print(f"\n== all figures ({run['total_s'] / 60:.1f} min; {run['json']})\n{report.console_table([*results.values()])}")
+    side_by_side = engines.of_run(results, args.engines) if _runs_per_engine(args) else None
+    if side_by_side is not None:
+        print(f"\n== the line engines side by side\n{report.engines_console(side_by_side)}")
+    if args.engines_note:
+        print(f"\nnote: {args.engines_note}")
     if not args.no_doc:
         with open(args.doc, "a") as doc:
-            doc.write("\n" + report.markdown(run, [*results.values()]))
+            doc.write("\n" + report.markdown(run, [*results.values()], side_by_side))
         print(f"appended to {args.doc}")
     return 1 if any(r.error for r in results.values()) else 0
+
+
+def _runs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """(scenario, engine) in the order they run: a per-engine scenario once per engine, the others once."""
+    return [
+        (name, engine) for name in args.scenarios for engine in (args.engines if name in engines.PER_ENGINE_SCENARIOS else [None])
+    ]
+
+
+def _runs_per_engine(args: argparse.Namespace) -> bool:
+    return any(name in engines.PER_ENGINE_SCENARIOS for name in args.scenarios)
+
+
+def _run_scenario(ctx: RunContext, name: str, engine: str | None) -> ScenarioResult:
+    began = time.monotonic()
+    try:
+        result = SCENARIOS[name](ctx) if engine is None else SCENARIOS[name](ctx, engine)
+    except Exception as exc:  # noqa: BLE001 - one broken scenario must not lose the others' figures
+        traceback.print_exc()
+        result = ScenarioResult(engines.result_key(name, engine), error=f"{type(exc).__name__}: {exc}")
+    result.details["scenario_s"] = round(time.monotonic() - began, 1)
+    return result
 
 
 def _effective(args: argparse.Namespace) -> list[str]:
@@ -131,6 +180,8 @@ def _effective(args: argparse.Namespace) -> list[str]:
     return [
         "--scenarios",
         ",".join(args.scenarios),
+        "--engines",
+        ",".join(args.engines),
         "--backlog-mb",
         f"{args.backlog_mb:g}",
         "--backlog-hours",
@@ -145,6 +196,8 @@ def _effective(args: argparse.Namespace) -> list[str]:
         f"{args.seal_small_mb:g}",
         "--seal-large-mb",
         f"{args.seal_large_mb:g}",
+        "--compression-mb",
+        f"{args.compression_mb:g}",
         "--stage-lines",
         str(args.stage_lines),
         "--seed",

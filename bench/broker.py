@@ -14,11 +14,13 @@ from hyperdata_sidecar.devkafka import KAFKA_VERSION, LocalKafka
 
 @dataclass(frozen=True)
 class Broker:
-    """Where the broker listens; ``pid`` is known only for a broker this run started."""
+    """Where the broker listens; ``pid`` and ``log_dir`` (its ``log.dirs``) are known only for a
+    broker this run started."""
 
     bootstrap: str
     pid: int | None
     version: str
+    log_dir: Path | None = None
 
 
 def _two_free_ports() -> tuple[int, int]:
@@ -40,7 +42,7 @@ def broker(data_dir: Path, bootstrap: str | None = None) -> Iterator[Broker]:
     kafka = LocalKafka(data_dir, port=port, controller_port=controller_port)
     kafka.start()
     try:
-        yield Broker(kafka.bootstrap, kafka.pid(), KAFKA_VERSION)
+        yield Broker(kafka.bootstrap, kafka.pid(), KAFKA_VERSION, data_dir / "logs")
     finally:
         kafka.stop()
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -45,7 +45,9 @@ class RunContext:
     run_id: str
     options: argparse.Namespace
     results: dict[str, ScenarioResult] = field(default_factory=dict)
-    backlog: CorpusSummary | None = None  # written by the catch-up scenario, pushed again by kcat
+    backlog: CorpusSummary | None = None  # written by the first catch-up, read by every engine, pushed again by kcat
+    live_corpus: CorpusSummary | None = None  # written by the first live scenario, replayed for every engine
+    engines: list[str] = field(default_factory=list)  # the line engines the per-engine scenarios run, in order
 
     def topic_prefix(self, scenario: str) -> str:
         """A topic-name prefix no other run or scenario uses, so every scenario starts on empty topics."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,3 +42,11 @@ def write_table_hour(
     sample = {table: _SAMPLE_LINES // 4}
     lines = max(1, int(megabytes * 1e6 / bytes_per_line(sample, seed=seed)))
     return generate_corpus(out_dir, hours=1, lines_per_hour={table: lines}, seed=seed, start=start)
+
+
+def link_corpus(corpus: CorpusSummary, into: Path) -> None:
+    """The files of ``corpus`` in ``into`` as hard links: the same bytes for another worker, no copy."""
+    for summary in corpus.files:
+        target = into / summary.relpath
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(Path(corpus.root) / summary.relpath, target)

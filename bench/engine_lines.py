@@ -1,6 +1,8 @@
 """Micro-benchmark of the line engines alone (no broker): lines/s and CPU µs per line of the native
-``LineEngine.feed`` against the Python ``LineSplitter`` + ``RecordWriter`` + ``Collector``, on a
-corpus in the production mix (bench/corpus.py). Records are built, not sent.
+and the Python engine, each through the tailer's own adapter (:mod:`hyperdata_sidecar.filetail`), on
+a corpus in the production mix (bench/corpus.py). Records are built and kept, not sent: the Python
+engine's ``RecordWriter`` produces into a ``Collector``, the native one runs in collect mode (no
+producer; its records come back to Python, a cost production does not pay).
 
     .venv/bin/python -m bench.engine_lines [--megabytes 40] [--chunk-kib 1024]
 
@@ -18,68 +20,47 @@ from pathlib import Path
 import hyperdata_sidecar_engine as native
 
 from bench.corpus import write_backlog
-from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
-from hyperdata_sidecar.core.records import Collector, RecordWriter, Routes, Tally, Topics, dead_letter_partition
+from hyperdata_sidecar.core.records import Collector, RecordWriter, Routes, Topics, dead_letter_partition
 from hyperdata_sidecar.core.splitter import LineSplitter
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TableSpec
+from hyperdata_sidecar.core.window import Cycle
+from hyperdata_sidecar.filetail import LineEngine, NativeLines, PythonLines
 
 TOPICS = Topics("data", 16, "dlq", 3)
 MAX_LINE_BYTES = 8 * 1024 * 1024
 
+EngineOfFile = Callable[[TableSpec, str], LineEngine]
 
-def python_engine(spec: TableSpec, source: str, chunks: list[bytes]) -> int:
-    collector = Collector()
-    writer = RecordWriter(spec, TOPICS, Routes(TOPICS.data_partitions), source, collector)
+
+def python_lines(spec: TableSpec, source: str) -> LineEngine:
+    """The Python engine of one file, producing into a ``Collector``."""
     splitter = LineSplitter(0, MAX_LINE_BYTES)
-    tally = Tally()
-    acks = collector.acks(TOPICS.data_partitions)
+    return PythonLines(splitter, _writer(spec, source), TOPICS, dead_letter_partition(spec, TOPICS))
+
+
+def native_lines(spec: TableSpec, source: str) -> LineEngine:
+    """The native engine of one file in collect mode; ``inspect_line`` decides its undecided lines."""
+    return NativeLines(native, None, spec, TOPICS, _writer(spec, source), MAX_LINE_BYTES)
+
+
+def _writer(spec: TableSpec, source: str) -> RecordWriter:
+    return RecordWriter(spec, TOPICS, Routes(TOPICS.data_partitions), source, Collector())
+
+
+def hand_over(engine: LineEngine, chunks: list[bytes]) -> int:
+    """Every chunk handed over as the tailer does, one cycle per read; the records produced."""
+    produced = 0
     for chunk in chunks:
-        writer.write(splitter.feed(chunk), acks, tally)
-    return tally.produced
+        cycle = Cycle(engine.state(), None, engine.deliveries())
+        if not engine.handover(chunk, cycle).step():
+            raise RuntimeError("a collecting engine refused a record")
+        produced += cycle.tally.produced
+    return produced
 
 
-class NativeRun:
-    """Runs the native engine over a file, ``inspect_line`` deciding what it leaves undecided (counted)."""
-
-    def __init__(self) -> None:
-        self.undecided = 0
-
-    def __call__(self, spec: TableSpec, source: str, chunks: list[bytes]) -> int:
-        engine = native.LineEngine(
-            table=spec.dir_name,
-            coin_location=spec.coin_location.value,
-            data_topic=TOPICS.data,
-            data_partitions=TOPICS.data_partitions,
-            dlq_topic=TOPICS.dlq,
-            dlq_partition=dead_letter_partition(spec, TOPICS),
-            source=source,
-            offset=0,
-            seq=(None, 0, 0),
-            first_block=None,
-            last_block=None,
-            late_tag=b"",
-            max_line_bytes=MAX_LINE_BYTES,
-        )
-        produced = 0
-        for chunk in chunks:
-            batch = engine.feed(chunk)
-            produced += batch.produced
-            while batch.undecided is not None:
-                self.undecided += 1
-                info = inspect_line(spec, batch.undecided[1])
-                if type(info) is LineInfo:
-                    batch = engine.accept(info.coin, info.block_number, info.n_events)
-                else:
-                    batch = engine.reject(info.reason, info.detail)
-                produced += batch.produced
-        return produced
-
-
-def measure(
-    name: str, run: Callable[[TableSpec, str, list[bytes]], int], files: list[tuple[TableSpec, str, list[bytes]]]
-) -> None:
+def measure(name: str, engine_of: EngineOfFile, files: list[tuple[TableSpec, str, list[bytes]]]) -> None:
     wall, cpu = time.perf_counter(), time.process_time()
-    lines = sum(run(spec, source, chunks) for spec, source, chunks in files)
+    lines = sum(hand_over(engine_of(spec, source), chunks) for spec, source, chunks in files)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     print(f"{name:>7}: {lines:,} lines in {wall:.2f} s: {lines / wall:,.0f} lines/s, {cpu / lines * 1e6:.2f} CPU µs/line")
 
@@ -97,10 +78,8 @@ def main(argv: list[str] | None = None) -> None:
             step = args.chunk_kib * 1024
             files.append((TABLE_BY_DIR[summary.table], summary.relpath, [data[i : i + step] for i in range(0, len(data), step)]))
     print(f"corpus: {corpus.lines:,} lines, {corpus.bytes / 1e6:.1f} MB, {len(files)} files; reads of {args.chunk_kib} KiB")
-    measure("python", python_engine, files)
-    native_run = NativeRun()
-    measure("native", native_run, files)
-    print(f"native: {native_run.undecided:,} lines left to Python (inspect_line)")
+    measure("python", python_lines, files)
+    measure("native", native_lines, files)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.context import Row, ScenarioResult
+from bench.engines import Cell, Comparison
 
 
 def git_commit(repo: Path) -> dict[str, Any]:
@@ -61,8 +62,9 @@ def write_json(path: Path, run: dict[str, Any], results: dict[str, ScenarioResul
     path.write_text(json.dumps(document, indent=1, default=str) + "\n")
 
 
-def markdown(run: dict[str, Any], results: list[ScenarioResult]) -> str:
-    """One run as a section of ``docs/benchmarks.md``: when, what, where, and the figures."""
+def markdown(run: dict[str, Any], results: list[ScenarioResult], engines: Comparison | None = None) -> str:
+    """One run as a section of ``docs/benchmarks.md``: when, what, where, the figures, and the line
+    engines side by side when ``engines`` is given."""
     git, machine = run["git"], run["machine"]
     dirty = f" (working tree dirty: {git['changed_files']} files differ from the commit)" if git["dirty"] else ""
     broker = (
@@ -78,7 +80,8 @@ def markdown(run: dict[str, Any], results: list[ScenarioResult]) -> str:
         "",
         f"Machine: {machine['nproc']} cores (nproc), {machine['memory_gib']} GiB, {machine['cpu_model']}; "
         f"Python {machine['python']}; {broker}; {run['kcat_version']}; "
-        f"load average {machine['load_average_at_start']:.2f} at the start (the machine is shared).",
+        f"load average {machine['load_average_at_start']:.2f} at the start (the machine is shared). "
+        f"Line engines: {', '.join(run['engines'])}{_note(run.get('engines_note'))}.",
         "",
         "| scenario | figure | value | target | |",
         "|---|---|---|---|---|",
@@ -87,7 +90,37 @@ def markdown(run: dict[str, Any], results: list[ScenarioResult]) -> str:
         if result.error:
             lines.append(f"| {result.name} | **did not complete** | {_cell(result.error)} | | |")
         lines.extend(_row(row) for row in result.rows)
+    if engines is not None:
+        lines += ["", "The line engines side by side (each against its own targets, `bench/targets.py`):", ""]
+        lines += _engines_markdown(engines)
     return "\n".join(lines) + "\n"
+
+
+def _note(note: str | None) -> str:
+    return f" ({note})" if note else ""
+
+
+def _engines_markdown(engines: Comparison) -> list[str]:
+    lines = [f"| figure | {' | '.join(engines.columns)} |", "|---" * (len(engines.columns) + 1) + "|"]
+    for figure, cells in engines.rows:
+        lines.append(f"| {_cell(figure)} | {' | '.join(_cell(_engine_cell(c, '**missed**')) for c in cells)} |")
+    return lines
+
+
+def engines_console(engines: Comparison) -> str:
+    """The line engines side by side, as the console shows them."""
+    table = [["", *engines.columns]] + [[figure, *(_engine_cell(c, "MISSED") for c in cells)] for figure, cells in engines.rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return "\n".join(
+        "  " + "  ".join(text.ljust(width) for text, width in zip(row, widths, strict=True)).rstrip() for row in table
+    )
+
+
+def _engine_cell(cell: Cell, missed: str) -> str:
+    if cell.target is None:
+        return cell.value
+    verdict = "" if cell.met is None else (", met" if cell.met else f", {missed}")
+    return f"{cell.value} ({cell.target}{verdict})"
 
 
 def console_table(results: list[ScenarioResult]) -> str:

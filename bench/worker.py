@@ -188,15 +188,30 @@ class SidecarWorker:
     def wait_for_event(self, name: str, timeout_s: float = 120.0) -> dict[str, Any]:
         return self.wait_for(lambda: next(iter(self.events(name)), None), f"the {name!r} event", timeout_s)
 
+    def wait_for_startup(self, timeout_s: float = 180.0) -> dict[str, Any]:
+        """The ``startup`` event; BenchError when the worker runs another line engine than its
+        ``SIDECAR_ENGINE`` asked for (the event names it as ``native 0.1.0``)."""
+        startup = self.wait_for_event("startup", timeout_s)
+        asked = self.settings.get("SIDECAR_ENGINE", DEFAULTS["SIDECAR_ENGINE"])
+        running = str(startup.get("engine", "")).split(" ", 1)[0]
+        if asked != "auto" and running != asked:
+            raise BenchError(
+                f"the worker was asked for SIDECAR_ENGINE={asked} and runs {startup.get('engine')!r}; see {self.log_path}"
+            )
+        return startup
+
 
 def settings_summary(settings: Mapping[str, str]) -> dict[str, str]:
     """The settings a reader needs to judge a figure (the rest are paths, ports and names)."""
     keys = (
+        "SIDECAR_ENGINE",
         "POLL_INTERVAL_MS",
         "READ_BUDGET_BYTES",
         "SEAL_GRACE_MS",
         "PRODUCER_LINGER_MS",
         "PRODUCER_BATCH_BYTES",
+        "PRODUCER_COMPRESSION",
+        "PRODUCER_COMPRESSION_LEVEL",
         "BACKUP_SINK",
     )
     return {key: settings.get(key, DEFAULTS[key]) for key in keys}

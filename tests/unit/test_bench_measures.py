@@ -1,5 +1,6 @@
 """The benchmark harness's own arithmetic: latency percentiles, local_time parsing, the CPU window,
-and how a run's figures are written into docs/benchmarks.md."""
+the choice of line engines and their targets, the broker's log bytes, and how a run's figures are
+written into docs/benchmarks.md."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
+
+from bench import engines
+from bench.compression import log_bytes
 from bench.context import ScenarioResult
+from bench.engines import EngineFigures, comparison, of_run
 from bench.latency import LatencyHistogram, LatencyRecorder, LocalTimeParser
 from bench.procstat import CpuWindow, memory_kib
-from bench.report import markdown
+from bench.report import engines_console, markdown
+from bench.targets import ENGINE_TARGETS, Bound
+from bench.worker import BenchError, SidecarWorker
 
 LINE = b'{"local_time":"2026-06-10T13:10:56.723695057","block_time":"2026-06-10T12:56:15.035481067","events":[]}'
 
@@ -102,6 +111,7 @@ def test_markdown_names_the_commit_and_marks_missed_targets() -> None:
         "kcat_version": "kcat 1.7.1, librdkafka 2.0.2",
         "total_s": 360.0,
         "json": "var/bench/x.json",
+        "engines": ["native", "python"],
     }
     text = markdown(run, [result, failed])
     assert "commit abc1234 (working tree dirty: 3 files differ from the commit)" in text
@@ -109,3 +119,140 @@ def test_markdown_names_the_commit_and_marks_missed_targets() -> None:
     assert "| catch-up | peak RSS | 190 MB | ≤ 300 MB | met |" in text
     assert "the worker exited \\| see log" in text
     assert "on the same 2 cores" in text
+
+
+# --- the line engines side by side ---------------------------------------------------------------
+
+MISSING = "the native line engine (module hyperdata_sidecar_engine) is not installed"
+
+
+def test_default_engines_are_native_then_python() -> None:
+    assert engines.choose(None, None) == (["native", "python"], None)
+
+
+def test_default_skips_a_missing_native_engine_and_says_so() -> None:
+    chosen, note = engines.choose(None, MISSING)
+    assert chosen == ["python"]
+    assert note == f"skipping the native engine: {MISSING}"
+
+
+def test_native_asked_by_name_and_missing_is_refused_in_one_line() -> None:
+    with pytest.raises(engines.EngineChoiceError) as refusal:
+        engines.choose("python,native", MISSING)
+    assert str(refusal.value) == f"--engines python,native: {MISSING}"
+
+
+@pytest.mark.parametrize("asked", ["cuda", "native,,gpu", " , "])
+def test_engines_outside_the_known_ones_are_refused(asked: str) -> None:
+    with pytest.raises(engines.EngineChoiceError, match="comma-separated list of native, python"):
+        engines.choose(asked, None)
+
+
+def test_engines_run_in_the_order_asked() -> None:
+    assert engines.choose("python, native", None) == (["python", "native"], None)
+
+
+def test_bound_says_its_direction_and_judges_the_edge_as_met() -> None:
+    at_most, at_least = Bound(3.5, at_most=True, unit=" µs"), Bound(1.1, at_most=False, unit="×")
+    assert (str(at_most), str(at_least)) == ("≤ 3.5 µs", "≥ 1.1×")
+    assert at_most.met(3.5) and not at_most.met(3.51)
+    assert at_least.met(1.1) and not at_least.met(1.09)
+
+
+def test_the_same_figure_is_judged_against_each_engines_own_target() -> None:
+    figures = EngineFigures(lines_per_s=300_000, cpu_us_per_line=5.0)
+    table = comparison({"native": figures, "python": figures}, EngineFigures(lines_per_s=250_000, cpu_us_per_line=5.2))
+    assert table.columns == ["native", "python", "kcat"]
+    rows = dict(table.rows)
+    native, python, kcat = rows["CPU µs per line, all the worker's threads"]
+    assert (native.value, native.target, native.met) == ("5.00 µs", ENGINE_TARGETS["native"].cpu_us_per_line, False)
+    assert (python.value, python.target, python.met) == ("5.00 µs", ENGINE_TARGETS["python"].cpu_us_per_line, True)
+    assert (kcat.value, kcat.target) == ("5.20 µs", None)
+    ratio_native, ratio_python, _ = rows["catch-up / kcat"]
+    assert ratio_native.value == ratio_python.value == "1.20×"
+    assert (ratio_native.met, ratio_python.met) == (True, True)
+
+
+def test_figures_of_a_scenario_that_failed_or_did_not_run_are_blank_with_their_target() -> None:
+    results = {
+        "catchup/native": ScenarioResult("catch-up (native)", error="BenchError: the worker exited"),
+        "live/native": ScenarioResult(
+            "live (native)",
+            details={"cpu_pct_of_one_core": {"sidecar": 10.04}, "latency": {"append_to_receive": {"p50_s": 0.2, "p99_s": 0.7}}},
+        ),
+    }
+    rows = dict(of_run(results, ["native"]).rows)
+    (rate, kcat_rate) = rows["catch-up lines/s"]
+    assert (rate.value, kcat_rate.value) == ("—", "—")
+    assert rows["catch-up / kcat"][0].met is None
+    assert (rows["live: CPU, % of one core"][0].value, rows["live: CPU, % of one core"][0].met) == ("10.0%", True)
+    assert (rows["live: append→receive p99"][0].value, rows["live: append→receive p99"][0].met) == ("0.700 s", False)
+
+
+def test_figures_come_from_the_catchup_and_reference_details() -> None:
+    results = {
+        "catchup/python": ScenarioResult(
+            "catch-up (python)", details={"lines_per_s": 170_000, "cpu_s_per_million_lines": 6.2, "peak_rss_kib": 150 * 1024}
+        ),
+        "reference": ScenarioResult("reference (kcat)", details={"lines_per_s": 200_000, "kcat_cpu_s": 5.0, "lines": 1_000_000}),
+    }
+    rows = dict(of_run(results, ["python"]).rows)
+    assert [c.value for c in rows["catch-up lines/s"]] == ["170,000", "200,000"]
+    assert [c.value for c in rows["CPU µs per line, all the worker's threads"]] == ["6.20 µs", "5.00 µs"]
+    assert rows["catch-up / kcat"][0].value == "0.85×"
+    assert rows["peak RSS"][0].value == "150 MB"
+
+
+def test_markdown_and_console_show_the_engines_side_by_side_with_verdicts() -> None:
+    table = comparison({"native": EngineFigures(cpu_us_per_line=3.0), "python": EngineFigures(cpu_us_per_line=7.0)}, None)
+    run = {
+        "started_at": "2026-12-01 14:00 UTC",
+        "command": "make bench",
+        "harness_command": "python -m bench",
+        "git": {"commit": "abc1234", "dirty": False, "changed_files": 0},
+        "machine": {"nproc": 2, "memory_gib": 8, "cpu_model": "Xeon", "python": "3.11.7", "load_average_at_start": 0.1},
+        "broker_local": True,
+        "kafka_version": "4.1.1",
+        "kcat_version": "kcat 1.7.1",
+        "total_s": 60.0,
+        "json": "var/bench/x.json",
+        "engines": ["native", "python"],
+        "engines_note": None,
+    }
+    text = markdown(run, [], table)
+    assert "Line engines: native, python." in text
+    assert "| figure | native | python | kcat |" in text
+    assert "| CPU µs per line, all the worker's threads | 3.00 µs (≤ 3.5 µs, met) | 7.00 µs (≤ 6.4 µs, **missed**) | — |" in text
+    console = engines_console(table)
+    assert "3.00 µs (≤ 3.5 µs, met)" in console
+    assert "7.00 µs (≤ 6.4 µs, MISSED)" in console
+
+
+def test_worker_running_another_engine_than_asked_is_a_bench_error(tmp_path: Path) -> None:
+    worker = SidecarWorker(tmp_path, "127.0.0.1:9", "t.", SIDECAR_ENGINE="native")
+    worker.log_path.write_text('{"event": "startup", "engine": "python 0.9.0"}\n')
+    with pytest.raises(BenchError, match=r"asked for SIDECAR_ENGINE=native and runs 'python 0\.9\.0'"):
+        worker.wait_for_startup(timeout_s=0)
+
+
+def test_worker_running_the_engine_asked_for_starts(tmp_path: Path) -> None:
+    worker = SidecarWorker(tmp_path, "127.0.0.1:9", "t.", SIDECAR_ENGINE="native")
+    worker.log_path.write_text('{"event": "startup", "engine": "native 0.1.0"}\n')
+    assert worker.wait_for_startup(timeout_s=0)["engine"] == "native 0.1.0"
+
+
+# --- the compression scenario's bytes on the broker -----------------------------------------------
+
+
+def test_log_bytes_counts_the_segments_of_the_topics_partitions_only(tmp_path: Path) -> None:
+    for directory, files in {
+        "bench.fills-0": {"00000000000000000000.log": 100, "00000000000000000000.index": 10_485_760},
+        "bench.fills-1": {"00000000000000000000.log": 20, "00000000000000005000.log": 3},
+        "bench.fills-x-0": {"00000000000000000000.log": 7_000},  # topic bench.fills-x, not bench.fills
+        "bench.other-0": {"00000000000000000000.log": 9_000},
+    }.items():
+        (tmp_path / directory).mkdir()
+        for name, size in files.items():
+            (tmp_path / directory / name).write_bytes(b"x" * size)
+    assert log_bytes(tmp_path, ["bench.fills"]) == 123
+    assert log_bytes(tmp_path, ["bench.fills", "bench.other"]) == 9_123
