@@ -178,14 +178,23 @@ class NativeLines:
             late_tag=writer.late_tag,
             max_line_bytes=max_line_bytes,
         )
+        self._held = 0
+        self._state = WriterState(writer.offset, writer.seq_state, writer.first_block, writer.last_block)
 
+    # The engine is borrowed by a read running in a worker thread; the status page asks for the held
+    # bytes at any time. So both are copied after every call that changes them, and read from here.
     @property
     def held_bytes(self) -> int:
-        return int(self.engine.held_bytes)
+        return self._held
 
     def state(self) -> WriterState:
+        return self._state
+
+    def noted(self) -> None:
+        """Copy the engine's state (called after every engine call, on the thread that made it)."""
         engine = self.engine
-        return WriterState(engine.offset, engine.seq, engine.first_block, engine.last_block)
+        self._held = engine.held_bytes
+        self._state = WriterState(engine.offset, engine.seq, engine.first_block, engine.last_block)
 
     def deliveries(self) -> Deliveries:
         topics = self.topics
@@ -200,6 +209,7 @@ class NativeLines:
 
     def flush_partial(self) -> Line | OversizeLine | None:
         held = self.engine.flush_partial()
+        self.noted()
         if held is None:
             return None
         if held.data is None:
@@ -223,6 +233,12 @@ class _NativeHandover:
         self.off_loop = True
 
     def step(self) -> bool:
+        try:
+            return self._step()
+        finally:
+            self.lines.noted()
+
+    def _step(self) -> bool:
         engine, sink, spec = self.lines.engine, self.sink, self.lines.spec
         if self.chunk is not None:
             batch, self.chunk = engine.feed(self.chunk, sink), None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -338,3 +339,31 @@ def _engine(spec: TableSpec, source: str = SOURCE, max_line_bytes: int = 1 << 20
         late_tag=b"",
         max_line_bytes=max_line_bytes,
     )
+
+
+def test_the_held_bytes_and_the_state_can_be_read_while_a_read_runs_in_a_worker_thread():
+    """The status page asks for a file's held bytes while that file's read runs off the event loop
+    with the engine borrowed by it: the answer is the state after the last call, never an error."""
+    spec = TABLES[0]
+    line = envelope([EVENT_OF[spec]("BTC")], block_number=7) + b"\n"
+    engine = NativeLines(native, None, spec, TOPICS, writer_at(spec, Start(), collect([])), 1 << 20)
+    engine.collected = None  # nothing kept: only the reads matter
+    chunk = line * 200_000 + b'{"partial'
+    cycle = Cycle(engine.state(), None, engine.deliveries())
+    done = threading.Event()
+    seen: set[int] = set()
+
+    def read() -> None:
+        try:
+            assert engine.handover(chunk, cycle).step()
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=read)
+    worker.start()
+    while not done.is_set():
+        seen.add(engine.held_bytes)
+        engine.state()
+    worker.join()
+    assert seen <= {0, len(b'{"partial')}
+    assert (engine.held_bytes, engine.state().offset) == (len(b'{"partial'), len(line) * 200_000)
