@@ -15,7 +15,7 @@ use std::fmt;
 
 use crate::inspect::{inspect, CoinLocation};
 use crate::producer::Refusal;
-use crate::records::{Batch, Record, RecordBuilder};
+use crate::records::{decimal_into, Batch, Destination, Record, RecordBuilder, RecordRef};
 use crate::sequencer::Sequencer;
 use crate::splitter::{Item, LineSplitter};
 
@@ -39,12 +39,14 @@ pub enum Misuse {
     VerdictPending,
     /// A verdict given while no line waits for one.
     NothingUndecided,
+    /// `feed` or `flush_partial` while lines of the last read wait after a refusal.
+    LinesWaiting,
 }
 
 /// Where a read's records go, in file order.
 pub trait Sink {
     /// Hands `record` over, or refuses it (then nothing of it was taken).
-    fn send(&mut self, record: &Record) -> Result<(), Refusal>;
+    fn send(&mut self, record: &RecordRef<'_>) -> Result<(), Refusal>;
 }
 
 /// A sink that keeps the records (tests, the differential check, `bench`).
@@ -54,10 +56,22 @@ pub struct Collector {
 }
 
 impl Sink for Collector {
-    fn send(&mut self, record: &Record) -> Result<(), Refusal> {
-        self.records.push(record.clone());
+    fn send(&mut self, record: &RecordRef<'_>) -> Result<(), Refusal> {
+        self.records.push(record.to_owned());
         Ok(())
     }
+}
+
+/// The unterminated last line of a finalized file.
+pub enum Unterminated {
+    Line { offset: u64, data: Vec<u8> },
+    Oversize { offset: u64, length: u64, sha256: String },
+}
+
+/// The last good line handed over by a call: in the read buffer, or owned (decided by Python).
+enum LastLine {
+    Range(usize, usize),
+    Owned(Vec<u8>),
 }
 
 /// A line of the read not handed over yet: as split, or with Python's verdict on it.
@@ -71,6 +85,7 @@ impl fmt::Display for Misuse {
         f.write_str(match self {
             Misuse::VerdictPending => "a line is waiting for its verdict: call accept() or reject() first",
             Misuse::NothingUndecided => "no line is waiting for a verdict",
+            Misuse::LinesWaiting => "lines of the last read wait after a refusal: call proceed() first",
         })
     }
 }
@@ -82,9 +97,14 @@ pub struct LineEngine {
     builder: RecordBuilder,
     /// Where the next line handed over starts (the resume point for the cursor).
     offset: u64,
+    /// The current read's bytes (the lines of `pending` are ranges of it).
+    buffer: Vec<u8>,
     /// The lines of the current read not handed over yet.
     pending: VecDeque<Pending>,
     undecided: Option<(u64, Vec<u8>)>,
+    /// The line id and the offset header of the record being built (reused: no allocation per line).
+    line_id: Vec<u8>,
+    offset_text: Vec<u8>,
 }
 
 impl LineEngine {
@@ -96,8 +116,11 @@ impl LineEngine {
             sequencer,
             builder,
             offset,
+            buffer: Vec::new(),
             pending: VecDeque::new(),
             undecided: None,
+            line_id: Vec::with_capacity(64),
+            offset_text: Vec::with_capacity(20),
         }
     }
 
@@ -119,8 +142,11 @@ impl LineEngine {
         if self.undecided.is_some() {
             return Err(Misuse::VerdictPending);
         }
+        if !self.pending.is_empty() {
+            return Err(Misuse::LinesWaiting);
+        }
         let mut items = Vec::new();
-        self.splitter.feed(chunk, &mut items);
+        self.splitter.feed(chunk, &mut self.buffer, &mut items);
         self.pending.extend(items.into_iter().map(Pending::Split));
         Ok(self.write_pending(sink))
     }
@@ -141,36 +167,65 @@ impl LineEngine {
     }
 
     /// The held unterminated tail (the file is finalized), the offset moved past it; None if empty.
-    pub fn flush_partial(&mut self) -> Result<Option<Item>, Misuse> {
-        if self.undecided.is_some() || !self.pending.is_empty() {
+    pub fn flush_partial(&mut self) -> Result<Option<Unterminated>, Misuse> {
+        if self.undecided.is_some() {
             return Err(Misuse::VerdictPending);
         }
-        let item = self.splitter.flush_partial();
+        if !self.pending.is_empty() {
+            return Err(Misuse::LinesWaiting);
+        }
+        let item = self.splitter.flush_partial(&mut self.buffer);
         self.offset = self.splitter.offset();
-        Ok(item)
+        Ok(item.map(|item| match item {
+            Item::Line { offset, start, end } => Unterminated::Line {
+                offset,
+                data: self.buffer[start..end].to_vec(),
+            },
+            Item::Oversize { offset, length, sha256 } => Unterminated::Oversize { offset, length, sha256 },
+        }))
     }
 
     fn write_pending(&mut self, sink: &mut dyn Sink) -> Batch {
+        let buffer = std::mem::take(&mut self.buffer);
         let mut batch = Batch::default();
+        let last = self.write_items(&buffer, &mut batch, sink);
+        batch.last_line = match last {
+            Some(LastLine::Range(start, end)) => Some(buffer[start..end].to_vec()),
+            Some(LastLine::Owned(line)) => Some(line),
+            None => None,
+        };
+        self.buffer = buffer;
+        batch
+    }
+
+    /// Hands over the pending lines (split ones are ranges of `buffer`); the last good line.
+    fn write_items(&mut self, buffer: &[u8], batch: &mut Batch, sink: &mut dyn Sink) -> Option<LastLine> {
+        let mut last = None;
         while let Some(pending) = self.pending.pop_front() {
             let outcome = match pending {
                 Pending::Split(Item::Oversize { offset, length, sha256 }) => {
                     let value = self.builder.reference(offset, length, &sha256);
                     let detail = format!("line of {length} bytes is longer than MAX_LINE_BYTES");
                     let record = self.builder.dead_letter("oversize", offset, value, &detail);
-                    self.send_dead_letter(&mut batch, sink, offset, length + 1, &record, "oversize")
+                    self.send_dead_letter(batch, sink, offset, length + 1, &record, "oversize")
                         .map_err(|refusal| (refusal, Pending::Split(Item::Oversize { offset, length, sha256 })))
                 }
-                Pending::Split(Item::Line { offset, data }) => match inspect(self.location, &data) {
+                Pending::Split(Item::Line { offset, start, end }) => match inspect(self.location, &buffer[start..end]) {
                     None => {
-                        batch.undecided = Some((offset, data.clone()));
-                        self.undecided = Some((offset, data));
+                        let line = buffer[start..end].to_vec();
+                        batch.undecided = Some((offset, line.clone()));
+                        self.undecided = Some((offset, line));
                         break;
                     }
                     Some(facts) => {
-                        let (coin, block, events) = (facts.coin.to_vec(), facts.block_number, facts.n_events);
-                        self.publish(&mut batch, sink, offset, data, &coin, block, events)
-                            .map_err(|(refusal, data)| (refusal, Pending::Split(Item::Line { offset, data })))
+                        let (block, events) = (facts.block_number, facts.n_events);
+                        match self.publish(batch, sink, offset, &buffer[start..end], facts.coin, block, events) {
+                            Ok(()) => {
+                                last = Some(LastLine::Range(start, end));
+                                Ok(())
+                            }
+                            Err(refusal) => Err((refusal, Pending::Split(Item::Line { offset, start, end }))),
+                        }
                     }
                 },
                 Pending::Decided { offset, line, verdict } => match verdict {
@@ -178,20 +233,24 @@ impl LineEngine {
                         coin,
                         block_number,
                         n_events,
-                    } => self
-                        .publish(&mut batch, sink, offset, line, &coin, block_number, n_events)
-                        .map_err(|(refusal, line)| {
+                    } => match self.publish(batch, sink, offset, &line, &coin, block_number, n_events) {
+                        Ok(()) => {
+                            last = Some(LastLine::Owned(line));
+                            Ok(())
+                        }
+                        Err(refusal) => {
                             let verdict = Verdict::Good {
                                 coin,
                                 block_number,
                                 n_events,
                             };
-                            (refusal, Pending::Decided { offset, line, verdict })
-                        }),
+                            Err((refusal, Pending::Decided { offset, line, verdict }))
+                        }
+                    },
                     Verdict::Rejected { reason, detail } => {
                         let record = self.builder.dead_letter(&reason, offset, line, &detail);
                         let span = record.value.len() as u64 + 1;
-                        match self.send_dead_letter(&mut batch, sink, offset, span, &record, &reason) {
+                        match self.send_dead_letter(batch, sink, offset, span, &record, &reason) {
                             Ok(()) => Ok(()),
                             Err(refusal) => {
                                 let verdict = Verdict::Rejected { reason, detail };
@@ -214,36 +273,47 @@ impl LineEngine {
                 break;
             }
         }
-        batch
+        last
     }
 
-    /// Numbers and sends a good line; on a refusal every state is as before and the line comes back.
+    /// Numbers and sends a good line; on a refusal every state is as before.
     #[allow(clippy::too_many_arguments)]
     fn publish(
         &mut self,
         batch: &mut Batch,
         sink: &mut dyn Sink,
         offset: u64,
-        line: Vec<u8>,
+        line: &[u8],
         coin: &[u8],
         block_number: i128,
         n_events: u64,
-    ) -> Result<(), (Refusal, Vec<u8>)> {
+    ) -> Result<(), Refusal> {
         let before = self.sequencer.save();
-        let (line_id, regression) = self.sequencer.number(offset, block_number, n_events);
-        let span = line.len() as u64 + 1;
-        let record = self.builder.data(coin, line, offset, line_id);
+        let regression = self.sequencer.number(offset, block_number, n_events, &mut self.line_id);
+        decimal_into(offset, &mut self.offset_text);
+        let partition = self.builder.partition(coin);
+        let headers = [
+            ("line_id", self.line_id.as_slice()),
+            ("source", self.builder.source()),
+            ("offset", self.offset_text.as_slice()),
+        ];
+        let record = RecordRef {
+            destination: Destination::Data,
+            partition,
+            key: coin,
+            value: line,
+            headers: &headers,
+        };
         match sink.send(&record) {
             Ok(()) => {
                 batch.regressions.extend(regression);
                 batch.lines += 1;
-                batch.last_line = Some(record.value);
-                self.offset = offset + span;
+                self.offset = offset + line.len() as u64 + 1;
                 Ok(())
             }
             Err(refusal) => {
                 self.sequencer.restore(before);
-                Err((refusal, record.value))
+                Err(refusal)
             }
         }
     }
@@ -257,7 +327,7 @@ impl LineEngine {
         record: &Record,
         reason: &str,
     ) -> Result<(), Refusal> {
-        sink.send(record)?;
+        record.send_with(|record| sink.send(record))?;
         batch.dead_letters.push((reason.to_owned(), offset));
         batch.dlq += 1;
         self.offset = offset + span;
@@ -277,12 +347,12 @@ mod tests {
     }
 
     impl Sink for Refusing {
-        fn send(&mut self, record: &Record) -> Result<(), Refusal> {
+        fn send(&mut self, record: &RecordRef<'_>) -> Result<(), Refusal> {
             self.offered += 1;
             if self.offered.is_multiple_of(self.every) {
                 return Err(Refusal::QueueFull);
             }
-            self.records.push(record.clone());
+            self.records.push(record.to_owned());
             Ok(())
         }
     }

@@ -14,12 +14,12 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use crate::engine::{Collector, Misuse, Sink, Verdict};
+use crate::engine::{Collector, Misuse, Sink, Unterminated, Verdict};
 use crate::inspect::CoinLocation;
 use crate::producer::{Deliveries, Refusal};
-use crate::records::{Batch as RecordBatch, Destination, Record, RecordBuilder};
+use crate::records::{Batch as RecordBatch, Destination, RecordBuilder, RecordRef};
 use crate::sequencer::{SeqState, Sequencer};
-use crate::splitter::{Item, LineSplitter};
+use crate::splitter::LineSplitter;
 
 /// The sequencer state as Python holds it: (block or None, next seq_in_block, regression epoch).
 type PySeqState = (Option<i128>, u64, u64);
@@ -119,13 +119,13 @@ impl LineEngine {
     fn flush_partial(&mut self) -> PyResult<Option<HeldLine>> {
         let item = self.engine.flush_partial().map_err(misuse)?;
         Ok(item.map(|item| match item {
-            Item::Line { offset, data } => HeldLine {
+            Unterminated::Line { offset, data } => HeldLine {
                 offset,
                 length: data.len() as u64,
                 data: Some(data),
                 sha256: None,
             },
-            Item::Oversize { offset, length, sha256 } => HeldLine {
+            Unterminated::Oversize { offset, length, sha256 } => HeldLine {
                 offset,
                 length,
                 data: None,
@@ -199,7 +199,7 @@ struct ProducerSink<'a> {
 }
 
 impl Sink for ProducerSink<'_> {
-    fn send(&mut self, record: &Record) -> Result<(), Refusal> {
+    fn send(&mut self, record: &RecordRef<'_>) -> Result<(), Refusal> {
         let deliveries = self.deliveries;
         let (topic, group) = match record.destination {
             Destination::Data => (&deliveries.data_topic, deliveries.data_group(record.partition)),
@@ -209,7 +209,7 @@ impl Sink for ProducerSink<'_> {
             Some(group) => deliveries.producer().send(topic, record, group),
             None => Err(Refusal::Refused(producer::ErrorInfo {
                 name: "_UNKNOWN_PARTITION".to_owned(),
-                detail: format!("{topic} has no partition {} in this cycle's deliveries", record.partition),
+                detail: format!("the cycle has no partition {} of its data topic", record.partition),
                 fatal: false,
             })),
         }
@@ -240,7 +240,7 @@ impl Batch {
             };
             let headers = PyList::empty(py);
             for (name, value) in &record.headers {
-                headers.append((*name, PyBytes::new(py, value)))?;
+                headers.append((name.as_str(), PyBytes::new(py, value)))?;
             }
             let key = PyBytes::new(py, &record.key);
             let value = PyBytes::new(py, &record.value);

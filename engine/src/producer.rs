@@ -14,7 +14,9 @@
 //! `logger` and `stats_cb` of the configuration by `poll()`.
 
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::ffi::CStr;
+use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,11 +29,11 @@ use rdkafka::bindings as rdsys;
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, FromClientConfigAndContext, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{DeliveryResult, Header, Message, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, Producer as _, ProducerContext, PurgeConfig, ThreadedProducer};
+use rdkafka::message::{DeliveryResult, Message};
+use rdkafka::producer::{Producer as _, ProducerContext, PurgeConfig, ThreadedProducer};
 use rdkafka::types::RDKafkaRespErr;
 
-use crate::records::Record;
+use crate::records::{Destination, RecordRef};
 
 create_exception!(
     hyperdata_sidecar_engine,
@@ -131,6 +133,8 @@ impl Delivered {
 #[derive(Default)]
 pub struct Group {
     state: Mutex<GroupState>,
+    /// A record produced from Python: its `on_delivery(err, msg)`, called by `poll()`.
+    callback: Option<Py<PyAny>>,
 }
 
 #[derive(Default, Clone)]
@@ -167,16 +171,10 @@ impl Group {
     }
 }
 
-/// What a record carries to its delivery report.
-pub enum Opaque {
-    Group(Arc<Group>),
-    Callback(Py<PyAny>),
-}
-
 /// Something for Python to be told at the next `poll()`.
 enum Event {
     Delivery {
-        callback: Py<PyAny>,
+        group: Arc<Group>,
         topic: String,
         partition: i32,
         result: Result<i64, ErrorInfo>,
@@ -228,25 +226,44 @@ impl ClientContext for Context {
 }
 
 impl ProducerContext for Context {
-    type DeliveryOpaque = Box<Opaque>;
+    /// Every record carries its group (`Arc::into_raw` at produce, taken back here).
+    type DeliveryOpaque = Arc<Group>;
 
-    fn delivery(&self, delivery_result: &DeliveryResult<'_>, delivery_opaque: Self::DeliveryOpaque) {
+    fn delivery(&self, delivery_result: &DeliveryResult<'_>, group: Self::DeliveryOpaque) {
+        if group.callback.is_none() {
+            group.report(match delivery_result {
+                Ok(message) => Ok(message.offset()),
+                Err((error, _)) => Err(ErrorInfo::of(error)),
+            });
+            self.reports.fetch_add(1, Ordering::Release);
+            return;
+        }
         let (result, topic, partition) = match delivery_result {
             Ok(message) => (Ok(message.offset()), message.topic(), message.partition()),
             Err((error, message)) => (Err(ErrorInfo::of(error)), message.topic(), message.partition()),
         };
-        match *delivery_opaque {
-            Opaque::Group(group) => {
-                group.report(result);
-                self.reports.fetch_add(1, Ordering::Release);
-            }
-            Opaque::Callback(callback) => self.push(Event::Delivery {
-                callback,
-                topic: topic.to_owned(),
-                partition,
-                result,
-            }),
-        }
+        self.push(Event::Delivery {
+            group,
+            topic: topic.to_owned(),
+            partition,
+            result,
+        });
+    }
+}
+
+/// A librdkafka topic handle: the hot path names its topic by handle, not by name (which librdkafka
+/// would look up, under a lock, for every record).
+pub struct TopicHandle(*mut rdsys::rd_kafka_topic_t);
+
+// SAFETY: librdkafka's topic handles are reference-counted and thread-safe; this one is only
+// produced to and destroyed once, when the last Arc of it goes (before the client: see Producer).
+unsafe impl Send for TopicHandle {}
+unsafe impl Sync for TopicHandle {}
+
+impl Drop for TopicHandle {
+    fn drop(&mut self) {
+        // SAFETY: made by rd_kafka_topic_new, destroyed once.
+        unsafe { rdsys::rd_kafka_topic_destroy(self.0) };
     }
 }
 
@@ -262,6 +279,8 @@ pub enum Refusal {
 /// librdkafka's producer, for Python and for the line engine.
 #[pyclass(module = "hyperdata_sidecar_engine", frozen)]
 pub struct Producer {
+    /// Declared before `inner`: the handles are destroyed before the client (fields drop in order).
+    topics: Mutex<HashMap<String, Arc<TopicHandle>>>,
     inner: ThreadedProducer<Context>,
     client_id: String,
     error_cb: Option<Py<PyAny>>,
@@ -270,29 +289,94 @@ pub struct Producer {
 }
 
 impl Producer {
-    /// Queues `record` on `topic`; its report is counted in `group`.
-    pub fn send(&self, topic: &str, record: &Record, group: &Arc<Group>) -> Result<(), Refusal> {
-        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
-        for (name, value) in &record.headers {
-            headers = headers.insert(Header {
-                key: name,
-                value: Some(value.as_slice()),
-            });
+    /// The handle of `topic`, made the first time it is asked for.
+    pub fn topic(&self, topic: &str) -> Result<Arc<TopicHandle>, Refusal> {
+        let mut topics = self.topics.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(handle) = topics.get(topic) {
+            return Ok(Arc::clone(handle));
         }
-        let base = BaseRecord::with_opaque_to(topic, Box::new(Opaque::Group(Arc::clone(group))))
-            .partition(record.partition as i32)
-            .key(record.key.as_slice())
-            .payload(record.value.as_slice())
-            .headers(headers);
-        self.inner.send(base).map_err(|(error, _)| refusal(&error))
+        let name = std::ffi::CString::new(topic).map_err(|_| refused("_INVALID_ARG", "a topic name with a NUL byte"))?;
+        // SAFETY: a valid client and NUL-terminated name; a null configuration takes the defaults.
+        let handle = unsafe { rdsys::rd_kafka_topic_new(self.inner.client().native_ptr(), name.as_ptr(), ptr::null_mut()) };
+        if handle.is_null() {
+            // SAFETY: reads the calling thread's last error, set by rd_kafka_topic_new.
+            let code = RDKafkaErrorCode::from(unsafe { rdsys::rd_kafka_last_error() });
+            return Err(Refusal::Refused(ErrorInfo::of(&KafkaError::MessageProduction(code))));
+        }
+        let handle = Arc::new(TopicHandle(handle));
+        topics.insert(topic.to_owned(), Arc::clone(&handle));
+        Ok(handle)
+    }
+
+    /// Queues `record` on `topic` (copied: nothing of it is kept); its report goes to `group`.
+    pub fn send(&self, topic: &TopicHandle, record: &RecordRef<'_>, group: &Arc<Group>) -> Result<(), Refusal> {
+        let partition = if record.partition == ANY_PARTITION {
+            -1
+        } else {
+            record.partition as i32
+        };
+        // SAFETY: the header list is handed to librdkafka on success and destroyed here otherwise;
+        // the opaque is an Arc's raw pointer, taken back here on a refusal and by the delivery
+        // report (rust-rdkafka's Arc IntoOpaque) otherwise; every slice outlives the call, which
+        // copies them (RD_KAFKA_MSG_F_COPY).
+        unsafe {
+            let headers = rdsys::rd_kafka_headers_new(record.headers.len());
+            for (name, value) in record.headers {
+                rdsys::rd_kafka_header_add(
+                    headers,
+                    name.as_ptr().cast(),
+                    name.len() as isize,
+                    value.as_ptr().cast(),
+                    value.len() as isize,
+                );
+            }
+            let opaque = Arc::into_raw(Arc::clone(group)) as *mut c_void;
+            let error = rdsys::rd_kafka_producev(
+                self.inner.client().native_ptr(),
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
+                topic.0,
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
+                partition,
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
+                rdsys::RD_KAFKA_MSG_F_COPY,
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
+                record.value.as_ptr() as *mut c_void,
+                record.value.len(),
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
+                record.key.as_ptr() as *const c_void,
+                record.key.len(),
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_OPAQUE,
+                opaque,
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_HEADERS,
+                headers,
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
+            );
+            if error == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return Ok(());
+            }
+            drop(Arc::from_raw(opaque as *const Group));
+            rdsys::rd_kafka_headers_destroy(headers);
+            Err(refusal(RDKafkaErrorCode::from(error)))
+        }
     }
 }
 
-fn refusal(error: &KafkaError) -> Refusal {
-    match error.rdkafka_error_code() {
-        Some(RDKafkaErrorCode::QueueFull) => Refusal::QueueFull,
-        _ => Refusal::Refused(ErrorInfo::of(error)),
+/// A record produced from Python without a partition: librdkafka's partitioner picks one.
+pub const ANY_PARTITION: u32 = u32::MAX;
+
+fn refusal(code: RDKafkaErrorCode) -> Refusal {
+    match code {
+        RDKafkaErrorCode::QueueFull => Refusal::QueueFull,
+        code => Refusal::Refused(ErrorInfo::of(&KafkaError::MessageProduction(code))),
     }
+}
+
+fn refused(name: &str, detail: &str) -> Refusal {
+    Refusal::Refused(ErrorInfo {
+        name: name.to_owned(),
+        detail: detail.to_owned(),
+        fatal: false,
+    })
 }
 
 /// Confluent-kafka's configuration values as librdkafka's strings (`True` → `true`).
@@ -360,6 +444,7 @@ impl Producer {
         let inner = ThreadedProducer::from_config_and_context(&client, Context::default())
             .map_err(|error| PyValueError::new_err(format!("producer configuration: {error}")))?;
         Ok(Producer {
+            topics: Mutex::new(HashMap::new()),
             inner,
             client_id,
             error_cb,
@@ -369,54 +454,48 @@ impl Producer {
     }
 
     /// confluent-kafka's `produce(topic, value, key, partition, on_delivery, callback, timestamp,
-    /// headers)`, positional. Raises `BufferError` when the queue is full and `ProduceError` when
-    /// the client refuses the record; `on_delivery(err, msg)` is called by `poll()`.
-    #[pyo3(signature = (topic, value=None, key=None, partition=-1, on_delivery=None, callback=None, timestamp=0, headers=None))]
+    /// headers)`, positional (key and value required, the timestamp left to librdkafka). Raises
+    /// `BufferError` when the queue is full and `ProduceError` when the client refuses the record;
+    /// `on_delivery(err, msg)` is called by `poll()`.
+    #[pyo3(signature = (topic, value, key, partition=-1, on_delivery=None, callback=None, timestamp=0, headers=None))]
     #[allow(clippy::too_many_arguments)]
     fn produce(
         &self,
         py: Python<'_>,
         topic: &str,
-        value: Option<&[u8]>,
-        key: Option<&[u8]>,
+        value: &[u8],
+        key: &[u8],
         partition: i32,
         on_delivery: Option<Py<PyAny>>,
         callback: Option<Py<PyAny>>,
         timestamp: i64,
         headers: Option<Vec<(String, Vec<u8>)>>,
     ) -> PyResult<()> {
-        let mut base: BaseRecord<'_, [u8], [u8], Box<Opaque>> = match on_delivery.or(callback) {
-            Some(callback) => BaseRecord::with_opaque_to(topic, Box::new(Opaque::Callback(callback))),
-            None => BaseRecord::with_opaque_to(topic, Box::new(Opaque::Group(Arc::new(Group::default())))),
-        };
-        if partition >= 0 {
-            base = base.partition(partition);
-        }
-        if let Some(key) = key {
-            base = base.key(key);
-        }
-        if let Some(value) = value {
-            base = base.payload(value);
-        }
         if timestamp != 0 {
-            base = base.timestamp(timestamp);
+            return Err(PyValueError::new_err(
+                "the engine's producer leaves timestamps to librdkafka (pass 0)",
+            ));
         }
-        if let Some(headers) = &headers {
-            let mut owned = OwnedHeaders::new_with_capacity(headers.len());
-            for (name, value) in headers {
-                owned = owned.insert(Header {
-                    key: name,
-                    value: Some(value.as_slice()),
-                });
-            }
-            base = base.headers(owned);
-        }
-        match self.inner.send(base) {
+        let group = Arc::new(Group {
+            state: Mutex::default(),
+            callback: on_delivery.or(callback),
+        });
+        let headers = headers.unwrap_or_default();
+        let pairs: Vec<(&str, &[u8])> = headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_slice()))
+            .collect();
+        let record = RecordRef {
+            destination: Destination::Data,
+            partition: u32::try_from(partition).unwrap_or(ANY_PARTITION),
+            key,
+            value,
+            headers: &pairs,
+        };
+        match self.topic(topic).and_then(|handle| self.send(&handle, &record, &group)) {
             Ok(()) => Ok(()),
-            Err((error, _)) => match refusal(&error) {
-                Refusal::QueueFull => Err(PyBufferError::new_err("the producer's queue is full")),
-                Refusal::Refused(info) => Err(ProduceError::new_err((Py::new(py, PyClientError { info })?,))),
-            },
+            Err(Refusal::QueueFull) => Err(PyBufferError::new_err("the producer's queue is full")),
+            Err(Refusal::Refused(info)) => Err(ProduceError::new_err((Py::new(py, PyClientError { info })?,))),
         }
     }
 
@@ -508,7 +587,7 @@ impl Producer {
     fn dispatch(&self, py: Python<'_>, event: Event) -> PyResult<()> {
         match event {
             Event::Delivery {
-                callback,
+                group,
                 topic,
                 partition,
                 result,
@@ -522,7 +601,9 @@ impl Producer {
                             offset,
                         },
                     )?;
-                    callback.call1(py, (py.None(), message))?;
+                    if let Some(callback) = &group.callback {
+                        callback.call1(py, (py.None(), message))?;
+                    }
                 }
                 Err(info) => {
                     let message = Py::new(
@@ -533,7 +614,9 @@ impl Producer {
                             offset: -1,
                         },
                     )?;
-                    callback.call1(py, (Py::new(py, PyClientError { info })?, message))?;
+                    if let Some(callback) = &group.callback {
+                        callback.call1(py, (Py::new(py, PyClientError { info })?, message))?;
+                    }
                 }
             },
             Event::Error(mut info) => {
@@ -582,8 +665,10 @@ type FailureRow = (String, u32, u64, Py<PyClientError>);
 #[pyclass(module = "hyperdata_sidecar_engine", frozen)]
 pub struct Deliveries {
     producer: Py<Producer>,
-    pub data_topic: String,
-    pub dlq_topic: String,
+    pub data_topic: Arc<TopicHandle>,
+    pub dlq_topic: Arc<TopicHandle>,
+    data_name: String,
+    dlq_name: String,
     data: Vec<Arc<Group>>,
     dlq_partition: u32,
     dlq: Arc<Group>,
@@ -607,23 +692,39 @@ impl Deliveries {
             .data
             .iter()
             .enumerate()
-            .map(|(p, g)| (self.data_topic.as_str(), p as u32, g));
-        data.chain(std::iter::once((self.dlq_topic.as_str(), self.dlq_partition, &self.dlq)))
+            .map(|(p, g)| (self.data_name.as_str(), p as u32, g));
+        data.chain(std::iter::once((self.dlq_name.as_str(), self.dlq_partition, &self.dlq)))
     }
 }
 
 #[pymethods]
 impl Deliveries {
     #[new]
-    fn new(producer: Py<Producer>, data_topic: String, data_partitions: u32, dlq_topic: String, dlq_partition: u32) -> Self {
-        Deliveries {
+    fn new(
+        py: Python<'_>,
+        producer: Py<Producer>,
+        data_topic: String,
+        data_partitions: u32,
+        dlq_topic: String,
+        dlq_partition: u32,
+    ) -> PyResult<Self> {
+        let handles = {
+            let producer = producer.bind(py).get();
+            producer
+                .topic(&data_topic)
+                .and_then(|data| Ok((data, producer.topic(&dlq_topic)?)))
+        };
+        let (data, dlq) = handles.map_err(|refusal| PyValueError::new_err(format!("topic handle: {refusal:?}")))?;
+        Ok(Deliveries {
             producer,
-            data_topic,
-            dlq_topic,
+            data_topic: data,
+            dlq_topic: dlq,
+            data_name: data_topic,
+            dlq_name: dlq_topic,
             data: (0..data_partitions).map(|_| Arc::new(Group::default())).collect(),
             dlq_partition,
             dlq: Arc::new(Group::default()),
-        }
+        })
     }
 
     /// How many records have been reported (delivered or failed).

@@ -23,6 +23,33 @@ pub enum Destination {
     DeadLetters,
 }
 
+/// A record as it is handed over: borrowed from the line and the engine's buffers, so the hot
+/// path allocates nothing for it (the producer copies what it queues).
+pub struct RecordRef<'a> {
+    pub destination: Destination,
+    pub partition: u32,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    /// In the order they are sent.
+    pub headers: &'a [(&'a str, &'a [u8])],
+}
+
+impl RecordRef<'_> {
+    pub fn to_owned(&self) -> Record {
+        Record {
+            destination: self.destination,
+            partition: self.partition,
+            key: self.key.to_vec(),
+            value: self.value.to_vec(),
+            headers: self
+                .headers
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), value.to_vec()))
+                .collect(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     pub destination: Destination,
@@ -30,7 +57,25 @@ pub struct Record {
     pub key: Vec<u8>,
     pub value: Vec<u8>,
     /// In the order they are sent.
-    pub headers: Vec<(&'static str, Vec<u8>)>,
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl Record {
+    /// This record as the producer takes it.
+    pub fn send_with<R>(&self, send: impl FnOnce(&RecordRef<'_>) -> R) -> R {
+        let headers: Vec<(&str, &[u8])> = self
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_slice()))
+            .collect();
+        send(&RecordRef {
+            destination: self.destination,
+            partition: self.partition,
+            key: &self.key,
+            value: &self.value,
+            headers: &headers,
+        })
+    }
 }
 
 /// What one read (one `feed`, or one `resume` after an undecided line) handed over.
@@ -80,36 +125,29 @@ impl RecordBuilder {
         }
     }
 
-    pub fn data(&mut self, coin: &[u8], line: Vec<u8>, offset: u64, line_id: Vec<u8>) -> Record {
-        let partition = match self.routes.get(coin) {
+    /// The partition of `coin`'s records (cached per coin).
+    pub fn partition(&mut self, coin: &[u8]) -> u32 {
+        match self.routes.get(coin) {
             Some(&partition) => partition,
             None => *self
                 .routes
                 .entry(coin.to_vec())
                 .or_insert(partition_for(coin, self.data_partitions)),
-        };
-        let headers = vec![
-            ("line_id", line_id),
-            ("source", self.source.as_bytes().to_vec()),
-            ("offset", decimal(offset)),
-        ];
-        Record {
-            destination: Destination::Data,
-            partition,
-            key: coin.to_vec(),
-            value: line,
-            headers,
         }
+    }
+
+    pub fn source(&self) -> &[u8] {
+        self.source.as_bytes()
     }
 
     /// The DLQ record of the line at `offset` (`value`: the line or its reference).
     pub fn dead_letter(&self, reason: &str, offset: u64, value: Vec<u8>, detail: &str) -> Record {
         let detail = &detail.as_bytes()[..detail.len().min(MAX_DETAIL_BYTES)];
         let headers = vec![
-            ("source", self.source.as_bytes().to_vec()),
-            ("offset", decimal(offset)),
-            ("reason", reason.as_bytes().to_vec()),
-            ("detail", detail.to_vec()),
+            ("source".to_owned(), self.source.as_bytes().to_vec()),
+            ("offset".to_owned(), decimal(offset)),
+            ("reason".to_owned(), reason.as_bytes().to_vec()),
+            ("detail".to_owned(), detail.to_vec()),
         ];
         Record {
             destination: Destination::DeadLetters,
@@ -135,6 +173,14 @@ impl RecordBuilder {
         json.push(b'}');
         json
     }
+}
+
+/// `number` in decimal ASCII, written into `out` (cleared first).
+pub fn decimal_into(number: u64, out: &mut Vec<u8>) {
+    use std::io::Write;
+    out.clear();
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "{number}");
 }
 
 fn decimal(number: u64) -> Vec<u8> {

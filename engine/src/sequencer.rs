@@ -67,9 +67,9 @@ impl Sequencer {
         self.last_block = last_block;
     }
 
-    /// Numbers the good line at `offset` (block `block`, `n_events` events) and returns its
-    /// `line_id`; a regression it starts is returned as well.
-    pub fn number(&mut self, offset: u64, block: i128, n_events: u64) -> (Vec<u8>, Option<Regression>) {
+    /// Numbers the good line at `offset` (block `block`, `n_events` events), writes its `line_id`
+    /// into `line_id` (cleared first) and returns the regression it starts, if it does.
+    pub fn number(&mut self, offset: u64, block: i128, n_events: u64, line_id: &mut Vec<u8>) -> Option<Regression> {
         let SeqState {
             block: previous,
             next_seq,
@@ -89,7 +89,7 @@ impl Sequencer {
             }
             _ => None,
         };
-        let mut line_id = Vec::with_capacity(self.table.len() + self.suffix.len() + 24);
+        line_id.clear();
         line_id.extend_from_slice(&self.table);
         // Writing to a Vec cannot fail.
         let _ = write!(line_id, "|{block}|{seq}");
@@ -101,7 +101,7 @@ impl Sequencer {
         };
         self.first_block.get_or_insert(block);
         self.last_block = Some(block);
-        (line_id, regression)
+        regression
     }
 }
 

@@ -4,6 +4,9 @@
 //! kept only as a running sha256 and length (memory stays bounded) and reported as `Item::Oversize`.
 //! A line of exactly `max_line_bytes` bytes is a normal line. The result never depends on how the
 //! stream is chunked.
+//!
+//! Lines are not copied one by one: a fed chunk goes into the caller's read buffer once (after the
+//! held partial line that it completes, if any) and each line is a range of that buffer.
 
 use memchr::memchr;
 use sha2::{Digest, Sha256};
@@ -11,8 +14,9 @@ use sha2::{Digest, Sha256};
 /// What one fed chunk completes, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
-    /// A complete line: the file offset of its first byte, its bytes without the newline.
-    Line { offset: u64, data: Vec<u8> },
+    /// A complete line: the file offset of its first byte, and where its bytes (without the newline)
+    /// are in the read buffer.
+    Line { offset: u64, start: usize, end: usize },
     /// A line longer than the limit: its offset, length and sha256 (hex), newline excluded.
     Oversize { offset: u64, length: u64, sha256: String },
 }
@@ -21,7 +25,7 @@ impl Item {
     /// How many bytes of the file the item covers, its newline included.
     pub fn span(&self) -> u64 {
         match self {
-            Item::Line { data, .. } => data.len() as u64 + 1,
+            Item::Line { start, end, .. } => (end - start) as u64 + 1,
             Item::Oversize { length, .. } => length + 1,
         }
     }
@@ -61,8 +65,10 @@ impl LineSplitter {
         }
     }
 
-    /// Appends to `out` the lines completed by `chunk`; the unterminated rest is held back.
-    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Item>) {
+    /// Appends to `out` the lines completed by `chunk`, their bytes in `buffer` (cleared first);
+    /// the unterminated rest is held back.
+    pub fn feed(&mut self, chunk: &[u8], buffer: &mut Vec<u8>, out: &mut Vec<Item>) {
+        buffer.clear();
         let mut rest = chunk;
         // An oversize held line is never empty: it is longer than the limit.
         if self.held_bytes() > 0 {
@@ -73,28 +79,34 @@ impl LineSplitter {
                 }
                 Some(newline) => {
                     self.extend_held(&rest[..newline]);
-                    out.push(self.release_held(1));
+                    out.push(self.release_held(1, buffer));
                     rest = &rest[newline + 1..];
                 }
             }
         }
-        while let Some(newline) = memchr(b'\n', rest) {
-            out.push(self.complete_line(&rest[..newline]));
-            rest = &rest[newline + 1..];
+        let mut at = buffer.len();
+        buffer.extend_from_slice(rest);
+        while let Some(newline) = memchr(b'\n', &buffer[at..]) {
+            out.push(self.complete_line(buffer, at, at + newline));
+            at += newline + 1;
         }
-        self.extend_held(rest);
+        self.extend_held(&buffer[at..]);
+        buffer.truncate(at);
     }
 
-    /// The held unterminated tail (the file is finalized), the offset moved past it; None if empty.
-    pub fn flush_partial(&mut self) -> Option<Item> {
+    /// The held unterminated tail (the file is finalized), its bytes in `buffer` (cleared first),
+    /// the offset moved past it; None if nothing is held.
+    pub fn flush_partial(&mut self, buffer: &mut Vec<u8>) -> Option<Item> {
+        buffer.clear();
         if self.held_bytes() == 0 {
             return None;
         }
-        Some(self.release_held(0))
+        Some(self.release_held(0, buffer))
     }
 
-    fn complete_line(&mut self, line: &[u8]) -> Item {
+    fn complete_line(&mut self, buffer: &[u8], start: usize, end: usize) -> Item {
         let offset = self.offset;
+        let line = &buffer[start..end];
         self.offset += line.len() as u64 + 1;
         if line.len() as u64 > self.max_line_bytes {
             Item::Oversize {
@@ -103,10 +115,7 @@ impl LineSplitter {
                 sha256: hex(&Sha256::digest(line)),
             }
         } else {
-            Item::Line {
-                offset,
-                data: line.to_vec(),
-            }
+            Item::Line { offset, start, end }
         }
     }
 
@@ -127,10 +136,18 @@ impl LineSplitter {
         }
     }
 
-    fn release_held(&mut self, newline_length: u64) -> Item {
+    fn release_held(&mut self, newline_length: u64, buffer: &mut Vec<u8>) -> Item {
         let offset = self.offset;
         let item = match std::mem::replace(&mut self.held, Held::Bytes(Vec::new())) {
-            Held::Bytes(data) => Item::Line { offset, data },
+            Held::Bytes(data) => {
+                let start = buffer.len();
+                buffer.extend_from_slice(&data);
+                Item::Line {
+                    offset,
+                    start,
+                    end: buffer.len(),
+                }
+            }
             Held::Oversize { digest, length } => Item::Oversize {
                 offset,
                 length,
