@@ -1,24 +1,31 @@
 """`make image-test`: the image and docker/compose.yaml, run for real with podman.
 
-    local Debian base image -> build -> broker on the host -> topics-init -> sidecar -> replay -> verify -> the sidecar recreated
+    local Debian base image -> build (the native engine compiled) -> the engine in the image ->
+    broker on the host -> topics-init -> sidecar -> replay -> verify -> the sidecar recreated
 
 1. A Debian bookworm base with Python 3.11, made with debootstrap and imported into podman, as no
    image registry is reachable here. Made once: the rootfs tarball is kept in
    ~/.cache/hyperdata-sidecar/base/ and the image in podman's storage (scripts/podman_kit.py).
-2. The image, built as docker/compose.yaml's `build` section says, on that base (BASE_IMAGE).
-   pip inside the build trusts the CA certificates this machine trusts (the host's bundle is
-   mounted for the build only). podman keeps the layers: a rebuild without a change to
-   pyproject.toml reuses the dependencies' layer and downloads nothing.
-3. A Kafka broker on the host (hyperdata_sidecar.devkafka) on free ports.
-4. The compose services topics-init, sidecar, replay and verify, each a podman container of that
+2. The image, built as docker/compose.yaml's `build` section says, on that base (BASE_IMAGE): its
+   engine-build stage compiles the native line engine (engine/) into a wheel with rustup's Rust
+   and maturin, the final stage installs it. pip, rustup and cargo inside the build trust the CA
+   certificates this machine trusts (the host's bundle is mounted for the build only). podman
+   keeps the layers: a rebuild without a change to pyproject.toml reuses the dependencies' layer
+   and downloads nothing; one without a change to engine/Cargo.toml or Cargo.lock reuses the
+   compiled crates (OpenSSL, librdkafka), and one without a change to engine/ the engine's wheel.
+3. The native engine is in the image and is the one the sidecar runs: the image's user imports
+   hyperdata_sidecar_engine (engine/Cargo.toml's version, from /opt/sidecar), and compose.yaml
+   runs the sidecar with SIDECAR_ENGINE=native, with which the worker refuses to start without it.
+4. A Kafka broker on the host (hyperdata_sidecar.devkafka) on free ports.
+5. The compose services topics-init, sidecar, replay and verify, each a podman container of that
    image whose command, environment, user and volumes are read from compose.yaml. Host dirs are
    under var/image-test/; the replay tap appends a generated corpus (3 hours x 3 tables, with bad
    lines) into the watch dir while the sidecar runs. compose.yaml's header names the only
    differences: the host broker, the host's network, the sidecar's web server on a free port.
-5. Checks: every container exits 0 (the sidecar after SIGTERM); the verifier finds no line lost,
+6. Checks: every container exits 0 (the sidecar after SIGTERM); the verifier finds no line lost,
    none duplicated, every bad line in the DLQ, every finalized hour sealed and backed up; the
    watch dir holds the corpus, byte for byte.
-6. The container recreated: a new sidecar container on the same state volume (so a new host
+7. The container recreated: a new sidecar container on the same state volume (so a new host
    name) catches up with every file on disk and publishes nothing, no line and no seal. The same
    container without NODE_ID, and as another uid than the one that wrote the volume
    (SIDECAR_USER), each stop at once with one configuration error line, exit 2.
@@ -38,6 +45,7 @@ import re
 import socket
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -60,6 +68,9 @@ BASE = BaseImage(
     tarball="debian-bookworm-python3.tar",
 )
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+# The user the Dockerfile's final stage runs as (USER), and the engine version it must carry.
+IMAGE_USER = "sidecar"
+ENGINE_VERSION = tomllib.loads((REPO / "engine" / "Cargo.toml").read_text())["package"]["version"]
 RUN_ID = f"hdsc-image-test-{os.getpid()}"
 SERVICES = ("topics-init", "sidecar", "replay", "verify")
 RECREATED = ("sidecar-recreated", "sidecar-without-node-id", "sidecar-other-uid")
@@ -192,8 +203,28 @@ def build_image(compose: Mapping[str, Any]) -> tuple[str, str]:
         # This machine may reach PyPI through a TLS-inspecting proxy whose CA only the host trusts.
         args += ["--volume", f"{HOST_CA_BUNDLE}:/etc/ssl/certs/ca-certificates.crt:ro"]
     iidfile = WORK / "image.id"
-    run_logged([*PODMAN, *args, "--iidfile", str(iidfile), str(context)], "podman build", WORK / "build.log", timeout=900)
+    # A build without cached layers compiles OpenSSL and librdkafka in the engine's build stage:
+    # minutes on a small machine shared with other work.
+    command = [*PODMAN, *args, "--iidfile", str(iidfile), str(context)]
+    run_logged(command, "podman build", WORK / "build.log", timeout=1800)
     return tag, iidfile.read_text().strip()
+
+
+def check_native_engine(compose: Mapping[str, Any], image: str) -> str:
+    """The image's user imports the native engine built from engine/ (its version is
+    engine/Cargo.toml's) from the sidecar's install, and compose runs the sidecar with
+    SIDECAR_ENGINE=native, so the worker refuses to start without it. Returns what was found."""
+    asked = compose["services"]["sidecar"].get("environment", {}).get("SIDECAR_ENGINE")
+    if asked != "native":
+        raise StepFailed(f"{COMPOSE_FILE}: the sidecar runs with SIDECAR_ENGINE={asked}, not native")
+    probe = "import hyperdata_sidecar_engine as engine; print(engine.__version__, engine.__file__)"
+    result = podman("run", "--rm", "--user", IMAGE_USER, image, "python", "-c", probe, check=False)
+    if result.returncode != 0:
+        raise StepFailed(f"the image's user cannot import hyperdata_sidecar_engine:\n{result.stderr.strip()}")
+    version, path = result.stdout.split()
+    if version != ENGINE_VERSION or not path.startswith("/opt/sidecar/"):
+        raise StepFailed(f"the image holds engine {version} at {path}; expected {ENGINE_VERSION} under /opt/sidecar/")
+    return f"{IMAGE_USER} imports hyperdata_sidecar_engine {version} from {path}; the sidecar runs with SIDECAR_ENGINE=native"
 
 
 # ---- steps --------------------------------------------------------------------------------------
@@ -267,7 +298,7 @@ class Stack:
 
 def run_services(stack: Stack) -> None:
     """topics-init, the sidecar until ready, the replay tap, the verifier; then SIGTERM to the sidecar."""
-    step("4/7 topics-init, then the sidecar")
+    step("5/8 topics-init, then the sidecar")
     stack.run_to_completion("topics-init")
     web_port = free_port()
     sidecar = f"{RUN_ID}-sidecar"
@@ -275,10 +306,10 @@ def run_services(stack: Stack) -> None:
     wait_until_ready(f"http://127.0.0.1:{web_port}/readyz", sidecar)
     print(f"the sidecar is ready: http://127.0.0.1:{web_port}/readyz answers 200")
 
-    step("5/7 the replay tap appends the corpus into the watch dir")
+    step("6/8 the replay tap appends the corpus into the watch dir")
     stack.run_to_completion("replay")
 
-    step("6/7 the verifier")
+    step("7/8 the verifier")
     report = stack.run_to_completion("verify")
     if not re.search(r"^OK: 0 lost, 0 failing findings, 0 duplicates", report, re.MULTILINE):
         raise StepFailed("the verifier exited 0 without its 'OK: 0 lost, 0 failing findings, 0 duplicates' verdict")
@@ -295,7 +326,7 @@ def stop_sidecar(container: str) -> None:
 def recreate_sidecar(stack: Stack, files: int) -> None:
     """A new sidecar container on the same state volume publishes nothing; one without NODE_ID,
     or run as a uid that cannot write the volume, stops with one configuration error line."""
-    step("7/7 the sidecar container recreated on the same state volume")
+    step("8/8 the sidecar container recreated on the same state volume")
     web_port = free_port()
     container = f"{RUN_ID}-sidecar-recreated"
     podman("run", "--detach", *stack.sidecar_arguments("sidecar-recreated", web_port))
@@ -352,7 +383,7 @@ def image_test(test_run: TestRun) -> str:
     for path in dirs.values():
         path.mkdir()
 
-    step(f"1/7 base image {BASE.name}")
+    step(f"1/8 base image {BASE.name}")
     print(f"from {BASE.ensure(WORK)} ({test_run.seconds():.0f}s)")
 
     broker = test_run.broker(dirs["kafka"])
@@ -366,11 +397,14 @@ def image_test(test_run: TestRun) -> str:
             "REPLAY_SPEED": "1200",  # a corpus hour every 3 s: the sidecar tails growing files and rotations
         }
     )
-    step("2/7 the image, as compose.yaml builds it")
+    step("2/8 the image, as compose.yaml builds it")
     tag, image = build_image(compose)
     print(f"{tag} = {image.removeprefix('sha256:')[:12]} ({test_run.seconds():.0f}s)")
 
-    step(f"3/7 a Kafka broker on the host at {broker.bootstrap}, and a corpus")
+    step("3/8 the native engine in the image")
+    print(check_native_engine(compose, image))
+
+    step(f"4/8 a Kafka broker on the host at {broker.bootstrap}, and a corpus")
     broker.start()
     summary = generate_corpus(
         dirs["corpus"], hours=3, lines_per_hour=6000, seed=13, start=parse_start("20260610/22"), bad_every=700
