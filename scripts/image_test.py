@@ -14,8 +14,9 @@
    and downloads nothing; one without a change to engine/Cargo.toml or Cargo.lock reuses the
    compiled crates (OpenSSL, librdkafka), and one without a change to engine/ the engine's wheel.
 3. The native engine is in the image and is the one the sidecar runs: the image's user imports
-   hyperdata_sidecar_engine (engine/Cargo.toml's version, from /opt/sidecar), and compose.yaml
-   runs the sidecar with SIDECAR_ENGINE=native, with which the worker refuses to start without it.
+   hyperdata_sidecar_engine (engine/Cargo.toml's version, from /opt/sidecar), compose.yaml runs
+   the sidecar with SIDECAR_ENGINE=native, and the running sidecar reports
+   hyperdata_sidecar_engine_info{engine="native",version=<that version>} 1.
 4. A Kafka broker on the host (hyperdata_sidecar.devkafka) on free ports.
 5. The compose services topics-init, sidecar, replay and verify, each a podman container of that
    image whose command, environment, user and volumes are read from compose.yaml. Host dirs are
@@ -27,8 +28,9 @@
    watch dir holds the corpus, byte for byte.
 7. The container recreated: a new sidecar container on the same state volume (so a new host
    name) catches up with every file on disk and publishes nothing, no line and no seal. The same
-   container without NODE_ID, and as another uid than the one that wrote the volume
-   (SIDECAR_USER), each stop at once with one configuration error line, exit 2.
+   container without NODE_ID, as another uid than the one that wrote the volume (SIDECAR_USER),
+   and with an empty dir over the engine's package (SIDECAR_ENGINE=native without the engine),
+   each stop at once with one configuration error line, exit 2.
 
 Containers, the volume and the broker of this run are removed on exit; logs stay in
 var/image-test/. Needs podman and runc (on this kernel with `default_ulimits = []` in
@@ -48,7 +50,7 @@ import time
 import tomllib
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,7 +75,7 @@ IMAGE_USER = "sidecar"
 ENGINE_VERSION = tomllib.loads((REPO / "engine" / "Cargo.toml").read_text())["package"]["version"]
 RUN_ID = f"hdsc-image-test-{os.getpid()}"
 SERVICES = ("topics-init", "sidecar", "replay", "verify")
-RECREATED = ("sidecar-recreated", "sidecar-without-node-id", "sidecar-other-uid")
+RECREATED = ("sidecar-recreated", "sidecar-without-node-id", "sidecar-other-uid", "sidecar-without-engine")
 
 
 # ---- compose.yaml -----------------------------------------------------------------------------
@@ -213,7 +215,8 @@ def build_image(compose: Mapping[str, Any]) -> tuple[str, str]:
 def check_native_engine(compose: Mapping[str, Any], image: str) -> str:
     """The image's user imports the native engine built from engine/ (its version is
     engine/Cargo.toml's) from the sidecar's install, and compose runs the sidecar with
-    SIDECAR_ENGINE=native, so the worker refuses to start without it. Returns what was found."""
+    SIDECAR_ENGINE=native, so the worker refuses to start without it. Returns the engine's
+    package dir in the image."""
     asked = compose["services"]["sidecar"].get("environment", {}).get("SIDECAR_ENGINE")
     if asked != "native":
         raise StepFailed(f"{COMPOSE_FILE}: the sidecar runs with SIDECAR_ENGINE={asked}, not native")
@@ -224,7 +227,19 @@ def check_native_engine(compose: Mapping[str, Any], image: str) -> str:
     version, path = result.stdout.split()
     if version != ENGINE_VERSION or not path.startswith("/opt/sidecar/"):
         raise StepFailed(f"the image holds engine {version} at {path}; expected {ENGINE_VERSION} under /opt/sidecar/")
-    return f"{IMAGE_USER} imports hyperdata_sidecar_engine {version} from {path}; the sidecar runs with SIDECAR_ENGINE=native"
+    print(f"{IMAGE_USER} imports hyperdata_sidecar_engine {version} from {path}; the sidecar runs with SIDECAR_ENGINE=native")
+    return path.rsplit("/", 1)[0]
+
+
+def check_engine_in_use(metrics_url: str) -> None:
+    """The worker reports the native engine of engine/Cargo.toml's version as the one it runs."""
+    with urllib.request.urlopen(metrics_url, timeout=5) as response:
+        text = response.read().decode()
+    series = [line for line in text.splitlines() if line.startswith("hyperdata_sidecar_engine_info{")]
+    expected = f'hyperdata_sidecar_engine_info{{engine="native",version="{ENGINE_VERSION}"}} 1.0'
+    if series != [expected]:
+        raise StepFailed(f"{metrics_url}: expected {expected}, found {series}")
+    print(f"the sidecar runs the native engine: {expected}")
 
 
 # ---- steps --------------------------------------------------------------------------------------
@@ -271,23 +286,28 @@ def check_replayed(corpus: Path, watch: Path) -> int:
 
 @dataclass(frozen=True)
 class Stack:
-    """The compose services of one run: compose.yaml resolved, the image id, this run's volumes."""
+    """The compose services of one run: compose.yaml resolved, the image id, this run's volumes,
+    and where the image holds the native engine's package."""
 
     compose: Mapping[str, Any]
     image: str
     named_volumes: Mapping[str, str]
+    engine_dir: str
 
     def run_arguments(self, service: str, extra_env: Mapping[str, str] | None = None) -> list[str]:
         return podman_run_arguments(self.compose, service, self.image, self.named_volumes, extra_env)
 
-    def sidecar_arguments(self, name: str, web_port: int, **changes: str) -> list[str]:
-        """The sidecar service as container ``name`` (web server on 127.0.0.1:``web_port``); a
-        ``user`` in ``changes`` replaces compose's, the rest are environment variables."""
+    def sidecar_arguments(self, name: str, web_port: int, *, mounts: Sequence[str] = (), **changes: str) -> list[str]:
+        """The sidecar service as container ``name`` (web server on 127.0.0.1:``web_port``), with
+        podman's ``--mount`` of each of ``mounts``; a ``user`` in ``changes`` replaces compose's,
+        the rest are environment variables."""
         user = changes.pop("user", None)
         args = self.run_arguments("sidecar", {"WEB_BIND": "127.0.0.1", "WEB_PORT": str(web_port), **changes})
         args[args.index(f"{RUN_ID}-sidecar")] = f"{RUN_ID}-{name}"
         if user is not None:
             args[args.index("--user") + 1] = user
+        image_at = args.index(self.image)
+        args[image_at:image_at] = [f"--mount={mount}" for mount in mounts]
         return args
 
     def run_to_completion(self, service: str) -> str:
@@ -305,6 +325,7 @@ def run_services(stack: Stack) -> None:
     podman("run", "--detach", *stack.sidecar_arguments("sidecar", web_port))
     wait_until_ready(f"http://127.0.0.1:{web_port}/readyz", sidecar)
     print(f"the sidecar is ready: http://127.0.0.1:{web_port}/readyz answers 200")
+    check_engine_in_use(f"http://127.0.0.1:{web_port}/metrics")
 
     step("6/8 the replay tap appends the corpus into the watch dir")
     stack.run_to_completion("replay")
@@ -325,7 +346,8 @@ def stop_sidecar(container: str) -> None:
 
 def recreate_sidecar(stack: Stack, files: int) -> None:
     """A new sidecar container on the same state volume publishes nothing; one without NODE_ID,
-    or run as a uid that cannot write the volume, stops with one configuration error line."""
+    run as a uid that cannot write the volume, or without the native engine, stops with one
+    configuration error line."""
     step("8/8 the sidecar container recreated on the same state volume")
     web_port = free_port()
     container = f"{RUN_ID}-sidecar-recreated"
@@ -341,6 +363,10 @@ def recreate_sidecar(stack: Stack, files: int) -> None:
     print(f"the recreated container caught up with the {files} files on disk and published nothing")
     expect_configuration_error(stack, "sidecar-without-node-id", "NODE_ID", NODE_ID="")
     expect_configuration_error(stack, "sidecar-other-uid", "STATE_PATH", user="1000")
+    # An empty dir over the engine's package: what an image built without the engine would run.
+    # notmpcopyup: podman otherwise copies the image's files into a tmpfs mounted over them.
+    hidden = f"type=tmpfs,destination={stack.engine_dir},notmpcopyup"
+    expect_configuration_error(stack, "sidecar-without-engine", "SIDECAR_ENGINE", mounts=[hidden])
 
 
 def wait_until_caught_up(url: str, files: int, container: str) -> None:
@@ -365,10 +391,11 @@ def metric_sum(url: str, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith((f"{name}{{", f"{name} ")))
 
 
-def expect_configuration_error(stack: Stack, name: str, setting: str, **changes: str) -> None:
-    """The sidecar container as ``name`` with ``changes`` exits 2 with one line naming ``setting``."""
+def expect_configuration_error(stack: Stack, name: str, setting: str, *, mounts: Sequence[str] = (), **changes: str) -> None:
+    """The sidecar container as ``name`` with ``mounts`` and ``changes`` (as
+    :meth:`Stack.sidecar_arguments` takes them) exits 2 with one line naming ``setting``."""
     container = f"{RUN_ID}-{name}"
-    podman("run", *stack.sidecar_arguments(name, free_port(), **changes), check=False, timeout=120)
+    podman("run", *stack.sidecar_arguments(name, free_port(), mounts=mounts, **changes), check=False, timeout=120)
     exit_code = podman("inspect", "--format", "{{.State.ExitCode}}", container).stdout.strip()
     output = container_log_tail(container, 1000)
     errors = [line for line in output.splitlines() if "configuration error" in line]
@@ -402,7 +429,7 @@ def image_test(test_run: TestRun) -> str:
     print(f"{tag} = {image.removeprefix('sha256:')[:12]} ({test_run.seconds():.0f}s)")
 
     step("3/8 the native engine in the image")
-    print(check_native_engine(compose, image))
+    engine_dir = check_native_engine(compose, image)
 
     step(f"4/8 a Kafka broker on the host at {broker.bootstrap}, and a corpus")
     broker.start()
@@ -413,11 +440,12 @@ def image_test(test_run: TestRun) -> str:
     named_volumes = {name: create_volume(test_run, f"{RUN_ID}-{name}") for name in used_named_volumes(compose)}
     test_run.cleanup.callback(remove_containers)
 
-    stack = Stack(compose, image, named_volumes)
+    stack = Stack(compose, image, named_volumes, engine_dir)
     run_services(stack)
     files = check_replayed(dirs["corpus"], dirs["watch"])
     recreate_sidecar(stack, files)
     return (
+        f"the image carries the native engine and the sidecar runs it (and stops without it), "
         f"the replay container reproduced the corpus's {files} files, the verifier found them all in "
         f"Kafka, sealed and backed up, and the sidecar container stopped with exit code 0; recreated, "
         f"it published nothing again"
