@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -83,13 +84,19 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka
         broker.stop()
 
 
+def native_engine() -> Any:
+    """The native engine's module; its tests skip when it is not installed, except under
+    HYPERDATA_ENGINE_REQUIRED=1 (make test builds it: a missing engine is a failure there)."""
+    if os.environ.get("HYPERDATA_ENGINE_REQUIRED") == "1":
+        return importlib.import_module(NATIVE_MODULE)
+    return pytest.importorskip(NATIVE_MODULE, reason="the native engine is not installed (make engine builds it into .venv)")
+
+
 @pytest.fixture(params=["python", "native"])
 def engine(request: pytest.FixtureRequest) -> str:
-    """The line engine a worker is asked for (SIDECAR_ENGINE). Without the native engine installed
-    its runs skip, except under HYPERDATA_ENGINE_REQUIRED=1 (make test), where the worker's refusal
-    to start fails them."""
-    if request.param == "native" and os.environ.get("HYPERDATA_ENGINE_REQUIRED") != "1":
-        pytest.importorskip(NATIVE_MODULE, reason="the native engine is not installed (make engine builds it into .venv)")
+    """The line engine a worker is asked for (SIDECAR_ENGINE)."""
+    if request.param == "native":
+        native_engine()
     return request.param
 
 
@@ -222,7 +229,7 @@ def first_errors(producer: Any, errors: list[Any], timeout_s: float = 30.0) -> N
 
 
 def test_both_producers_name_a_failed_sasl_login_alike(sasl_broker):
-    native = pytest.importorskip(NATIVE_MODULE, reason="the native engine is not installed (make engine builds it into .venv)")
+    native = native_engine()
     seen = {}
     for name, make in {"confluent": ConfluentProducer, "native": native.Producer}.items():
         errors: list[Any] = []
