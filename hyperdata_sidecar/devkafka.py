@@ -19,6 +19,10 @@ runs reuse it. The data dir holds everything of one broker::
 The broker combines the broker and controller roles, listens on 127.0.0.1 only, and uses
 single-node replication settings so that consumer groups and transactions work. It can be
 stopped and started again on the same data dir; its topics and messages survive.
+
+Tests of a client's login ask for one more listener (``LocalKafka(..., sasl=SaslListener(...))``):
+SASL_PLAINTEXT on a port of its own, one user whose password works with the mechanisms PLAIN and
+SCRAM-SHA-256. The PLAINTEXT listener stays as it is, so the broker's own checks need no login.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import concurrent.futures
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import signal
 import socket
@@ -37,6 +42,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 KAFKA_VERSION = "4.1.1"
@@ -136,17 +142,69 @@ def resolve_jars(cache_dir: Path | None = None) -> Path:
 # --------------------------------------------------------------------------- config
 
 
-def _server_properties(data_dir: Path, port: int, controller_port: int) -> str:
+#: What a user name or password of the SASL listener may hold: nothing that needs quoting in a
+#: JAAS option (``user_<name>="<password>"``) or in ``kafka-storage format --add-scram``'s list.
+_SASL_WORD = re.compile(r"[A-Za-z0-9._-]+")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256")
+
+
+@dataclass(frozen=True)
+class SaslListener:
+    """A SASL_PLAINTEXT listener on ``port`` where one user logs in with PLAIN or SCRAM-SHA-256.
+
+    Raises ValueError when the user name or password holds anything but letters, digits, ``.``,
+    ``_`` and ``-``.
+    """
+
+    port: int
+    username: str
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        for what, word in (("username", self.username), ("password", self.password)):
+            if not _SASL_WORD.fullmatch(word):
+                raise ValueError(f"SASL listener {what}: only letters, digits, '.', '_' and '-'")
+
+    def server_properties(self) -> str:
+        """The listener's part of server.properties (the broker-side JAAS configuration)."""
+        plain = f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{self.username}="{self.password}";'
+        return f"""# The SASL listener: PLAIN checks the password given here, SCRAM-SHA-256 the credential
+# written into the metadata when the storage was formatted.
+listener.name.sasl_plaintext.sasl.enabled.mechanisms={",".join(SASL_MECHANISMS)}
+listener.name.sasl_plaintext.plain.sasl.jaas.config={plain}
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+"""
+
+    def scram_credential(self) -> str:
+        """The user's SCRAM-SHA-256 credential as ``kafka-storage format --add-scram`` takes it."""
+        return f"SCRAM-SHA-256=[name={self.username},password={self.password}]"
+
+
+def _listeners(port: int, controller_port: int, sasl: SaslListener | None) -> dict[str, int]:
+    """Listener name → port (each is named after its security protocol, CONTROLLER aside)."""
+    listeners = {"PLAINTEXT": port, "CONTROLLER": controller_port}
+    if sasl is not None:
+        listeners["SASL_PLAINTEXT"] = sasl.port
+    return listeners
+
+
+def _server_properties(data_dir: Path, port: int, controller_port: int, sasl: SaslListener | None = None) -> str:
+    listeners = _listeners(port, controller_port, sasl)
+    bound = ",".join(f"{name}://127.0.0.1:{listener_port}" for name, listener_port in listeners.items())
+    advertised = ",".join(
+        f"{name}://127.0.0.1:{listener_port}" for name, listener_port in listeners.items() if name != "CONTROLLER"
+    )
+    protocols = ",".join(f"{name}:{'PLAINTEXT' if name == 'CONTROLLER' else name}" for name in listeners)
     return f"""# Written by devkafka on first start; its ports are fixed from then on.
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+listeners={bound}
+advertised.listeners={advertised}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-log.dirs={data_dir / "logs"}
+listener.security.protocol.map={protocols}
+{sasl.server_properties() if sasl is not None else ""}log.dirs={data_dir / "logs"}
 # One node: every internal topic has one replica, or groups and transactions never start.
 default.replication.factor=1
 min.insync.replicas=1
@@ -180,11 +238,14 @@ logger.request.level = WARN
 """
 
 
-def _read_ports(properties: Path) -> tuple[int, int]:
+def _read_listeners(properties: Path) -> dict[str, int]:
+    """The listeners of a written server.properties: name → port."""
     values = dict(line.split("=", 1) for line in properties.read_text().splitlines() if "=" in line and not line.startswith("#"))
-    port = int(values["advertised.listeners"].rsplit(":", 1)[1])
-    controller_port = int(values["controller.quorum.bootstrap.servers"].rsplit(":", 1)[1])
-    return port, controller_port
+    listeners = {}
+    for listener in values["listeners"].split(","):
+        name, address = listener.split("://", 1)
+        listeners[name] = int(address.rsplit(":", 1)[1])
+    return listeners
 
 
 LOW_PORTS = range(29000, 32000)
@@ -225,9 +286,10 @@ class LocalKafka:
     """One single-node KRaft broker on 127.0.0.1 whose state lives in ``data_dir``.
 
     ``port`` (default: the data dir's, else 9092) and ``controller_port`` (default
-    ``port + 1``) are written into the data dir on the first start; a later start with
-    other ports raises DevKafkaError rather than silently moving the broker. Only one
-    broker may use a data dir at a time.
+    ``port + 1``) are written into the data dir on the first start, and so is ``sasl``, an
+    extra listener for clients that log in (default none); a later start with other listeners
+    raises DevKafkaError rather than silently moving the broker. Only one broker may use a
+    data dir at a time.
 
     ``start()`` and ``stop()`` block; from async code call them through
     ``asyncio.to_thread`` so that clients in the same event loop keep running while the
@@ -240,19 +302,32 @@ class LocalKafka:
         port: int | None = None,
         controller_port: int | None = None,
         cache_dir: Path | None = None,
+        sasl: SaslListener | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         if port is None and self._properties_path.exists():
-            port, controller_port = _read_ports(self._properties_path)
+            formatted = _read_listeners(self._properties_path)
+            port, controller_port = formatted["PLAINTEXT"], formatted["CONTROLLER"]
         self.port = port if port is not None else 9092
         self.controller_port = controller_port if controller_port is not None else self.port + 1
         self.cache_dir = cache_dir
+        self.sasl = sasl
         self._process: subprocess.Popen | None = None
 
     @property
     def bootstrap(self) -> str:
         """The bootstrap address clients use: ``127.0.0.1:<port>``."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """The bootstrap address of the SASL listener: ``127.0.0.1:<sasl port>``.
+
+        Raises DevKafkaError when this broker was not given one.
+        """
+        if self.sasl is None:
+            raise DevKafkaError(f"the broker of {self.data_dir} has no SASL listener: pass sasl=SaslListener(...)")
+        return f"127.0.0.1:{self.sasl.port}"
 
     @property
     def log_path(self) -> Path:
@@ -328,22 +403,22 @@ class LocalKafka:
     # ---- internals
 
     def _check_ports(self) -> None:
+        wanted = _listeners(self.port, self.controller_port, self.sasl)
         if self._properties_path.exists():
-            formatted_ports = _read_ports(self._properties_path)
-            if formatted_ports != (self.port, self.controller_port):
+            formatted = _read_listeners(self._properties_path)
+            if formatted != wanted:
                 raise DevKafkaError(
-                    f"{self.data_dir} belongs to a broker on ports {formatted_ports[0]}/"
-                    f"{formatted_ports[1]}, not {self.port}/{self.controller_port}: "
-                    f"use those ports or another data dir"
+                    f"{self.data_dir} belongs to a broker with the listeners {_describe(formatted)}, "
+                    f"not {_describe(wanted)}: use those or another data dir"
                 )
-        for port in (self.port, self.controller_port):
+        for port in wanted.values():
             if _accepts_connections(port):
                 raise DevKafkaError(f"port {port} on 127.0.0.1 is in use by another process")
 
     def _prepare_data_dir(self, java: str, libs: Path) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self._properties_path.exists():
-            self._properties_path.write_text(_server_properties(self.data_dir, self.port, self.controller_port))
+            self._properties_path.write_text(_server_properties(self.data_dir, self.port, self.controller_port, self.sasl))
         (self.data_dir / "log4j2.properties").write_text(_log4j_properties(self.data_dir))
         if not (self.data_dir / "logs" / "meta.properties").exists():
             self._format_storage(java, libs)
@@ -362,6 +437,8 @@ class LocalKafka:
                 _random_cluster_id(),
                 "-c",
                 str(self._properties_path),
+                # SCRAM credentials live in the cluster's metadata: written here, once.
+                *(["--add-scram", self.sasl.scram_credential()] if self.sasl is not None else []),
             ],
             capture_output=True,
             text=True,
@@ -417,6 +494,10 @@ class LocalKafka:
                 return True
             time.sleep(0.1)
         return False
+
+
+def _describe(listeners: dict[str, int]) -> str:
+    return ", ".join(f"{name} {port}" for name, port in listeners.items())
 
 
 def _is_broker_process(pid: int, properties: Path) -> bool:

@@ -1,6 +1,8 @@
 """Security properties of issue 8, against the real broker and real worker processes.
 
 - A misconfigured Kafka credential fails within a bound with an error that names the cause.
+- A SASL login (PLAIN, SCRAM-SHA-256) on a broker's SASL_PLAINTEXT listener publishes every line,
+  on each line engine; a wrong password fails within a bound naming the authentication, on each.
 - The SASL password is in no log line and on no page; the pages show no file contents.
 - The sidecar never writes into WATCH_DIR.
 - Symlinks in the watch tree or below BACKUP_DIR cannot put a backup outside BACKUP_DIR.
@@ -8,14 +10,21 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from confluent_kafka import Producer as ConfluentProducer
 
+from hyperdata_sidecar.config import KafkaSecurity
+from hyperdata_sidecar.devkafka import LocalKafka, SaslListener, free_low_port
 from hyperdata_sidecar.tools.expected import hour_files
 
 from drill_kit import DrillContext, caught_up, exit_code, kill, wait_for
@@ -46,11 +55,62 @@ PAGES = (
 )
 ADDRESS = re.compile(rb"0x[0-9a-f]{40}")
 FAIL_BOUND_S = 60.0
+NATIVE_MODULE = "hyperdata_sidecar_engine"
 
 
 @pytest.fixture
 def ctx(tmp_path, kafka_bootstrap, unique_topic_prefix) -> DrillContext:
     return DrillContext(kafka_bootstrap, tmp_path, unique_topic_prefix)
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A broker of this module's own whose SASL_PLAINTEXT listener knows the user ``sidecar`` with
+    the password SECRET (the session's broker stays without one)."""
+    ports: set[int] = set()
+    for _ in range(3):
+        ports.add(free_low_port(exclude=ports))
+    port, controller_port, sasl_port = sorted(ports)
+    broker = LocalKafka(
+        tmp_path_factory.mktemp("sasl-kafka"),
+        port=port,
+        controller_port=controller_port,
+        sasl=SaslListener(sasl_port, SASL["KAFKA_SASL_USERNAME"], SECRET),
+    )
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def native_engine() -> Any:
+    """The native engine's module; its tests skip when it is not installed, except under
+    HYPERDATA_ENGINE_REQUIRED=1 (make test builds it: a missing engine is a failure there)."""
+    if os.environ.get("HYPERDATA_ENGINE_REQUIRED") == "1":
+        return importlib.import_module(NATIVE_MODULE)
+    return pytest.importorskip(NATIVE_MODULE, reason="the native engine is not installed (make engine builds it into .venv)")
+
+
+@pytest.fixture(params=["python", "native"])
+def engine(request: pytest.FixtureRequest) -> str:
+    """The line engine a worker is asked for (SIDECAR_ENGINE)."""
+    if request.param == "native":
+        native_engine()
+    return request.param
+
+
+def sasl_login(mechanism: str, password: str = SECRET) -> dict[str, str]:
+    return {**SASL, "KAFKA_SASL_MECHANISM": mechanism, "KAFKA_SASL_PASSWORD": password}
+
+
+def security(settings: dict[str, str]) -> KafkaSecurity:
+    return KafkaSecurity(
+        protocol=settings["KAFKA_SECURITY_PROTOCOL"],
+        sasl_mechanism=settings["KAFKA_SASL_MECHANISM"],
+        sasl_username=settings["KAFKA_SASL_USERNAME"],
+        sasl_password=settings["KAFKA_SASL_PASSWORD"],
+    )
 
 
 def failure_text(sidecar: Sidecar) -> str:
@@ -120,6 +180,65 @@ async def test_the_sasl_password_and_file_contents_are_on_no_page_and_in_no_log_
         assert not addresses & set(ADDRESS.findall(body)), f"{path} shows line contents"
     assert pages["/sidecar/status/"][0] == 200
     assert SECRET not in (sidecar.root / "run" / "worker.log").read_text(errors="replace")
+
+
+# ---------------------------------------------------------------------------- a SASL listener
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+async def test_a_sasl_login_publishes_every_line_on_the_engine_asked_for_and_the_password_is_nowhere(
+    sasl_broker, unique_topic_prefix, tmp_path, engine, mechanism
+):
+    # The worker knows only the SASL listener: Faust's consumers and producer, the admin client and
+    # the line engine's producer all log in, or the tables never sync and no seal is written.
+    login = sasl_login(mechanism)
+    sidecar = Sidecar(tmp_path / "node", sasl_broker.sasl_bootstrap, unique_topic_prefix, SIDECAR_ENGINE=engine, **login)
+    corpus(sidecar.watch, hours=2, lines_per_hour=1500, bad_every=97)
+    worker = sidecar.start()
+    try:
+        report = await sidecar.verify(client_kwargs=security(login).client_kwargs())
+        pages = {path: worker.get(path) for path in PAGES}
+    finally:
+        assert worker.stop() == 0
+    assert report.ok, report.summary()
+    assert all(t.lines_ok == t.lines > 0 and t.seals_ok > 0 for t in report.tables.values()), report.summary()
+    [startup] = sidecar.events("startup")
+    assert startup["engine"].split()[0] == engine
+    assert pages["/sidecar/status/"][0] == 200
+    for path, (_status, _type, body) in pages.items():
+        assert SECRET.encode() not in body, path
+    assert SECRET not in (sidecar.root / "run" / "worker.log").read_text(errors="replace")
+
+
+async def test_a_wrong_sasl_password_fails_within_a_bound_naming_the_authentication(
+    sasl_broker, unique_topic_prefix, tmp_path, engine
+):
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    sidecar = Sidecar(
+        tmp_path / "node", sasl_broker.sasl_bootstrap, unique_topic_prefix, SIDECAR_ENGINE=engine, **sasl_login("PLAIN", wrong)
+    )
+    said = await fails_or_keeps_failing(sidecar)
+    assert re.search("authentication", said, re.IGNORECASE), said
+    assert wrong not in (sidecar.root / "run" / "worker.log").read_text(errors="replace")
+
+
+def first_errors(producer: Any, errors: list[Any], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.05)
+
+
+def test_both_producers_name_a_failed_sasl_login_alike(sasl_broker):
+    native = native_engine()
+    seen = {}
+    for name, make in {"confluent": ConfluentProducer, "native": native.Producer}.items():
+        errors: list[Any] = []
+        config = {"bootstrap.servers": sasl_broker.sasl_bootstrap, "error_cb": errors.append, "log_level": 0}
+        producer = make({**config, **security(sasl_login("PLAIN", "wrong")).librdkafka_config()})
+        first_errors(producer, errors)
+        assert errors, name
+        seen[name] = (errors[0].name(), errors[0].fatal(), bool(re.search("authentication", errors[0].str(), re.IGNORECASE)))
+    assert seen["native"] == seen["confluent"] == ("_AUTHENTICATION", False, True)
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int, int, int, int]]:

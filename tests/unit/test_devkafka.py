@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from hyperdata_sidecar.devkafka import DevKafkaError, LocalKafka, resolve_jars
+from hyperdata_sidecar.devkafka import DevKafkaError, LocalKafka, SaslListener, resolve_jars
 
 PROPERTIES_OF_A_FORMATTED_DIR = """\
 # Written by devkafka on first start; its ports are fixed from then on.
@@ -12,6 +12,11 @@ process.roles=broker,controller
 controller.quorum.bootstrap.servers=127.0.0.1:29101
 listeners=PLAINTEXT://127.0.0.1:29100,CONTROLLER://127.0.0.1:29101
 advertised.listeners=PLAINTEXT://127.0.0.1:29100
+"""
+PROPERTIES_OF_A_DIR_WITH_A_SASL_LISTENER = """\
+controller.quorum.bootstrap.servers=127.0.0.1:29101
+listeners=PLAINTEXT://127.0.0.1:29100,CONTROLLER://127.0.0.1:29101,SASL_PLAINTEXT://127.0.0.1:29102
+advertised.listeners=PLAINTEXT://127.0.0.1:29100,SASL_PLAINTEXT://127.0.0.1:29102
 """
 
 
@@ -31,6 +36,35 @@ def test_data_dir_of_an_earlier_broker_supplies_its_ports(tmp_path):
     broker = LocalKafka(tmp_path)
 
     assert (broker.port, broker.controller_port) == (29100, 29101)
+
+
+def test_the_plaintext_port_of_a_data_dir_with_a_sasl_listener_is_the_plaintext_listeners(tmp_path):
+    (tmp_path / "server.properties").write_text(PROPERTIES_OF_A_DIR_WITH_A_SASL_LISTENER)
+
+    broker = LocalKafka(tmp_path)
+
+    assert (broker.port, broker.controller_port) == (29100, 29101)
+
+
+def test_the_sasl_bootstrap_is_the_sasl_listeners_port(tmp_path):
+    broker = LocalKafka(tmp_path, port=29100, sasl=SaslListener(29102, "sidecar", "pw-1"))
+
+    assert (broker.bootstrap, broker.sasl_bootstrap) == ("127.0.0.1:29100", "127.0.0.1:29102")
+
+
+def test_asking_a_broker_without_a_sasl_listener_for_its_sasl_bootstrap_is_one_clear_error(tmp_path):
+    with pytest.raises(DevKafkaError, match="has no SASL listener"):
+        _ = LocalKafka(tmp_path).sasl_bootstrap
+
+
+@pytest.mark.parametrize("username, password", [("sidecar", 'pw"; evil'), ("side car", "pw"), ("sidecar", "")])
+def test_a_sasl_user_or_password_that_would_need_quoting_is_refused(username, password):
+    with pytest.raises(ValueError, match="only letters, digits"):
+        SaslListener(29102, username, password)
+
+
+def test_the_sasl_password_is_not_in_the_listeners_repr():
+    assert "pw-1" not in repr(SaslListener(29102, "sidecar", "pw-1"))
 
 
 def test_pid_file_naming_a_process_that_is_not_the_broker_is_not_running(tmp_path):
