@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as ConfluentPartition
 
 from hyperdata_sidecar.core.tables import TABLES
@@ -516,6 +516,25 @@ class TopicMirror:
             consumer.close()
 
 
+#: What the broker answers for a few seconds about a topic just created (again): its leaders are not
+#: known everywhere yet. The drill's reader asks again; anything else is an error.
+_LEADERS_SETTLING = frozenset({"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART"})
+
+
+def _watermarks(consumer: Consumer, topic: str, partition: int, tries: int = 20) -> tuple[int, int]:
+    """Blocking: the low and high watermarks of a partition, asked again while its leader settles."""
+    attempt = 1
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(ConfluentPartition(topic, partition), timeout=10.0)
+            return low, high
+        except KafkaException as exc:
+            if exc.args[0].name() not in _LEADERS_SETTLING or attempt == tries:
+                raise
+        attempt += 1
+        time.sleep(0.5)
+
+
 def _read_topic(bootstrap: str, topic: str) -> list[TopicRecord]:
     """Blocking: every record of ``topic`` now, partition by partition in offset order."""
     consumer = Consumer(
@@ -525,7 +544,7 @@ def _read_topic(bootstrap: str, topic: str) -> list[TopicRecord]:
         partitions = consumer.list_topics(topic, timeout=10.0).topics[topic].partitions
         records = []
         for partition in sorted(partitions):
-            low, high = consumer.get_watermark_offsets(ConfluentPartition(topic, partition), timeout=10.0)
+            low, high = _watermarks(consumer, topic, partition)
             if high <= low:
                 continue
             consumer.assign([ConfluentPartition(topic, partition, low)])
