@@ -4,9 +4,15 @@ The reference is the Python engine (``hyperdata_sidecar.core``: ``LineSplitter``
 ``RecordWriter``); for the same bytes and start state this one gives the same records, byte for byte.
 A line the native inspection cannot vouch for is returned as ``Batch.undecided``: the read stops
 there until Python's verdict (``accept`` or ``reject``) resumes it.
+
+With ``deliveries`` (a cycle's :class:`Deliveries` on a :class:`Producer`), each record is queued on
+librdkafka as it is built and its delivery report counted in Rust; without, the records are kept in
+the batch (``Batch.records``: the tests, ``bench``). A record the producer refuses stops the read
+there (``Batch.refusal``), every state as if its line had not been seen; ``proceed`` carries on.
 """
 
-from typing import final
+from collections.abc import Callable
+from typing import Any, final
 
 __version__: str
 
@@ -41,6 +47,73 @@ class Batch:
     @property
     def undecided(self) -> tuple[int, bytes] | None:
         """(offset, line without its newline) of the line waiting for a verdict; None when the read is done."""
+    @property
+    def refusal(self) -> str | ClientError | None:
+        """Why the read stopped early: ``"full"`` (the producer's queue), the client's refusal, or None."""
+
+@final
+class ClientError:
+    """An error as confluent-kafka's ``KafkaError`` shows it."""
+
+    def name(self) -> str:
+        """librdkafka's name (``MSG_SIZE_TOO_LARGE``, ``_UNKNOWN_PARTITION``, ...)."""
+    def str(self) -> str: ...
+    def fatal(self) -> bool: ...
+
+class ProduceError(Exception):
+    """The producer refused a record; ``args[0]`` is its :class:`ClientError`."""
+
+@final
+class Delivered:
+    """A delivered record, as confluent-kafka's ``Message`` shows it to a delivery callback."""
+
+    def topic(self) -> str: ...
+    def partition(self) -> int: ...
+    def offset(self) -> int: ...
+
+@final
+class Producer:
+    """librdkafka's producer (statically linked), behind the calls of confluent-kafka's the data plane uses."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        """librdkafka properties, plus ``error_cb(error)``, ``stats_cb(json)`` and ``logger``.
+        Raises ValueError for a configuration librdkafka refuses."""
+    def produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes,
+        partition: int = -1,
+        on_delivery: Callable[[ClientError | None, Delivered], object] | None = None,
+        callback: Callable[[ClientError | None, Delivered], object] | None = None,
+        timestamp: int = 0,
+        headers: list[Header] | None = None,
+    ) -> None:
+        """Queue one record; ``on_delivery`` is called by :meth:`poll`. Raises BufferError when the
+        queue is full, :class:`ProduceError` when the client refuses the record."""
+    def poll(self, timeout: float = 0.0) -> int:
+        """Serve delivery callbacks, client errors, logs and statistics on this thread; how many
+        events there were (reports counted in Rust included)."""
+    def __len__(self) -> int:
+        """Records queued, in flight, or with a report not yet served."""
+    def flush(self, timeout: float = -1.0) -> int:
+        """Wait for every record's report (``timeout`` < 0: no limit); how many are left."""
+    def purge(self) -> None:
+        """Drop every record not yet delivered (their reports fail with a purge error)."""
+    def refresh_metadata(self, topic: str, timeout: float = 10.0) -> str | None:
+        """Ask the broker for ``topic``'s metadata now; the error as text, or None."""
+
+@final
+class Deliveries:
+    """The delivery reports of one cycle's records, per (topic, partition), counted in Rust."""
+
+    def __init__(self, producer: Producer, data_topic: str, data_partitions: int, dlq_topic: str, dlq_partition: int) -> None: ...
+    def reported(self) -> int:
+        """Records reported so far (delivered or failed)."""
+    def failures(self) -> list[tuple[str, int, int, ClientError]]:
+        """(topic, partition, position in the group, error) of each failed record."""
+    def offset_ranges(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Per partition of ``topic``: the offsets of the first and last record delivered there."""
 
 @final
 class HeldLine:
@@ -81,18 +154,21 @@ class LineEngine:
         """``coin_location`` is a ``CoinLocation`` value; ``dlq_partition`` is the table's dead-letter
         partition (``records.dead_letter_partition``); ``seq`` the sequencer state at ``offset``.
         Raises ValueError for an unknown ``coin_location`` or ``data_partitions < 1``."""
-    def feed(self, chunk: bytes) -> Batch:
-        """Split ``chunk`` and hand over its complete lines, up to the first undecided one (the GIL
-        is released meanwhile). Raises RuntimeError while a line waits for its verdict."""
-    def accept(self, coin: str, block_number: int, n_events: int) -> Batch:
+    def feed(self, chunk: bytes, deliveries: Deliveries | None = None) -> Batch:
+        """Split ``chunk`` and hand over its complete lines, up to the first undecided one or a
+        refusal (the GIL is released meanwhile). Raises RuntimeError while a line waits for its
+        verdict or lines of the last read wait after a refusal."""
+    def proceed(self, deliveries: Deliveries | None = None) -> Batch:
+        """Hand over the rest of the read after ``Batch.refusal``."""
+    def accept(self, coin: str, block_number: int, n_events: int, deliveries: Deliveries | None = None) -> Batch:
         """Verdict on ``Batch.undecided``: a good line (``inspect_line``'s ``LineInfo``); the read
         goes on. Raises RuntimeError when no line waits for a verdict."""
-    def reject(self, reason: str, detail: str) -> Batch:
+    def reject(self, reason: str, detail: str, deliveries: Deliveries | None = None) -> Batch:
         """Verdict on ``Batch.undecided``: a dead letter (``inspect_line``'s ``Rejection``); the read
         goes on. Raises RuntimeError when no line waits for a verdict."""
     def flush_partial(self) -> HeldLine | None:
         """The held unterminated tail (the file is finalized), the offset moved past it; None if
-        nothing is held. Raises RuntimeError while a line waits for its verdict."""
+        nothing is held. Raises RuntimeError while a line waits for its verdict or lines wait."""
     @property
     def offset(self) -> int:
         """Where the next line handed over starts (an undecided line's offset while it waits)."""
@@ -106,6 +182,9 @@ class LineEngine:
     @property
     def held_bytes(self) -> int:
         """Length of the partial line held back."""
+    @property
+    def waiting(self) -> int:
+        """Lines of the current read not handed over yet (after a refusal)."""
 
 def partition_for(key: bytes, partitions: int) -> int:
     """Kafka's default partition of ``key``: ``(murmur2(key) & 0x7fffffff) % partitions``."""

@@ -355,7 +355,6 @@ fn hyperdata_sidecar_engine(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<producer::PyClientError>()?;
     module.add_class::<producer::Delivered>()?;
     module.add("ProduceError", module.py().get_type::<producer::ProduceError>())?;
-    module.add_function(wrap_pyfunction!(producer::librdkafka_version, module)?)?;
     module.add_function(wrap_pyfunction!(partition_for, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -759,9 +759,3 @@ impl Deliveries {
 pub fn client_error(py: Python<'_>, info: ErrorInfo) -> PyResult<Py<PyClientError>> {
     Py::new(py, PyClientError { info })
 }
-
-/// The version of the librdkafka linked into the engine.
-#[pyfunction]
-pub fn librdkafka_version() -> String {
-    rdkafka::util::get_rdkafka_version().1
-}
