@@ -41,6 +41,7 @@ from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.ports import TrackedView
 from hyperdata_sidecar.progress_topic import ProgressTopic
+from hyperdata_sidecar.publishing import STOP_GRACE_S
 from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.snapshot_offsets import OffsetsUnavailable, resume_offsets
 from hyperdata_sidecar.snapshots import SnapshotWatcher
@@ -110,6 +111,7 @@ class Sidecar:
         )
         self.snapshot_watcher: SnapshotWatcher | None = None
         self.tailers: dict[str, TableTailer] = {}
+        self.ticking: set[str] = set()  # the tables whose tick is under way
         self.backlogs = TableBacklogs(self.metrics, self.log)
         self.chosen_engine: Engine | None = None  # by choose_engine, when the worker starts
         self.started_at = time.time()
@@ -370,12 +372,30 @@ class Sidecar:
     async def disconnect(self) -> None:
         if self.lifecycle.phase is not Phase.STOPPING:
             self.move_to(Phase.STOPPING)
+        await self.ticks_finished(STOP_GRACE_S + STOP_CHECK_S)
         left = await self.dataplane.close(CLOSE_TIMEOUT_S)
         if left:
             self.log.warning("records_not_delivered_at_stop", records=left, note="published again after the restart")
 
+    async def ticks_finished(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) for the ticks under way to end. A tick that sees the worker
+        stopping settles and checkpoints the cycles it has in flight (for at most STOP_GRACE_S):
+        the data plane must serve their reports until then, and the poll loops must not be
+        cancelled in the middle of a read (a native read runs in a worker thread, for most of a
+        catch-up), or every cycle in flight would be published again after the restart."""
+        deadline = time.monotonic() + timeout
+        while self.ticking and time.monotonic() < deadline:  # noqa: ASYNC110 - a set the ticks keep, not an Event
+            await asyncio.sleep(STOP_CHECK_S / 10)
+
     async def tick(self, table: str) -> None:
         """One poll of one table (called by that table's timer)."""
+        self.ticking.add(table)
+        try:
+            await self._tick(table)
+        finally:
+            self.ticking.discard(table)
+
+    async def _tick(self, table: str) -> None:
         if self.lifecycle.phase is Phase.SYNCING:
             await self._sync()
         if not self.lifecycle.running:
