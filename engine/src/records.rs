@@ -177,14 +177,44 @@ impl RecordBuilder {
 
 /// `number` in decimal ASCII, written into `out` (cleared first).
 pub fn decimal_into(number: u64, out: &mut Vec<u8>) {
-    use std::io::Write;
     out.clear();
-    // Writing to a Vec cannot fail.
-    let _ = write!(out, "{number}");
+    push_decimal(out, number);
 }
 
 fn decimal(number: u64) -> Vec<u8> {
-    number.to_string().into_bytes()
+    let mut text = Vec::with_capacity(20);
+    push_decimal(&mut text, number);
+    text
+}
+
+/// Appends `number` in decimal, as `{number}` writes it, without the formatting machinery (it
+/// runs twice per line: the offset header and the line id's sequence).
+pub fn push_decimal(out: &mut Vec<u8>, number: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = number;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[start..]);
+}
+
+/// Appends a block number in decimal, as `{block}` writes it (a block is a JSON integer of any
+/// size; the ones a node writes fit in 64 bits, the rest takes the slow path).
+pub fn push_block(out: &mut Vec<u8>, block: i128) {
+    match u64::try_from(block) {
+        Ok(block) => push_decimal(out, block),
+        Err(_) => {
+            use std::io::Write;
+            // Writing to a Vec cannot fail.
+            let _ = write!(out, "{block}");
+        }
+    }
 }
 
 /// A JSON string as orjson writes it: UTF-8 kept as is; `"` and `\` escaped; control characters
@@ -205,4 +235,42 @@ fn json_string(out: &mut Vec<u8>, text: &str) {
         }
     }
     out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_are_written_as_rust_formats_them() {
+        let mut numbers: Vec<u64> = (0..=1000).collect();
+        numbers.extend((1..20).flat_map(|power| {
+            let ten = 10u64.pow(power);
+            [ten - 1, ten, ten + 1]
+        }));
+        numbers.push(u64::MAX);
+        for number in numbers {
+            let mut text = b"x".to_vec();
+            push_decimal(&mut text, number);
+            assert_eq!(text, format!("x{number}").into_bytes());
+        }
+    }
+
+    #[test]
+    fn blocks_of_any_size_are_written_as_rust_formats_them() {
+        for block in [
+            0,
+            1,
+            873_123_456,
+            i128::from(u64::MAX),
+            i128::from(u64::MAX) + 1,
+            -1,
+            i128::MIN,
+            i128::MAX,
+        ] {
+            let mut text = Vec::new();
+            push_block(&mut text, block);
+            assert_eq!(text, block.to_string().into_bytes());
+        }
+    }
 }

@@ -6,7 +6,7 @@
 //! one's starts a new regression epoch; from then on every id ends in `|r<epoch>`, then the late
 //! tag of a sealed file's late lines.
 
-use std::io::Write;
+use crate::records::{push_block, push_decimal};
 
 /// The sequencer state persisted with every checkpoint: the block of the last good line (None
 /// before the first), `seq_in_block` of the next line of that block, the regression epoch.
@@ -91,8 +91,10 @@ impl Sequencer {
         };
         line_id.clear();
         line_id.extend_from_slice(&self.table);
-        // Writing to a Vec cannot fail.
-        let _ = write!(line_id, "|{block}|{seq}");
+        line_id.push(b'|');
+        push_block(line_id, block);
+        line_id.push(b'|');
+        push_decimal(line_id, seq);
         line_id.extend_from_slice(&self.suffix);
         self.state = SeqState {
             block: Some(block),
