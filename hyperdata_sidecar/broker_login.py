@@ -12,8 +12,6 @@ the broker's own words.
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiokafka.conn import collect_hosts, create_conn
 from aiokafka.errors import KafkaConnectionError, KafkaError, SaslAuthenticationFailed, UnsupportedSaslMechanismError
 from aiokafka.protocol.metadata import MetadataRequest
@@ -53,11 +51,12 @@ def librdkafka_refusal(name: str, detail: str, security: KafkaSecurity) -> Login
 def _broker_words(exc: BaseException) -> str:
     # aiokafka raises the handshake's error with the connection object as its argument, and the
     # authentication's with the broker's error message (which may be empty).
-    said = exc.args[0] if exc.args and isinstance(exc.args[0], str) and exc.args[0] else None
-    return said or getattr(exc, "description", type(exc).__name__)
+    if exc.args and isinstance(exc.args[0], str) and exc.args[0]:
+        return exc.args[0]
+    return str(getattr(exc, "description", type(exc).__name__))
 
 
-async def bootstrap(servers: str, security: KafkaSecurity, client_kwargs: dict[str, Any]) -> None:
+async def bootstrap(servers: str, security: KafkaSecurity) -> None:
     """Return once one of ``servers`` takes a connection, the login and a metadata request, as
     ``AIOKafkaClient.bootstrap()`` would.
 
@@ -65,6 +64,7 @@ async def bootstrap(servers: str, security: KafkaSecurity, client_kwargs: dict[s
     the same credentials), else ``KafkaConnectionError`` naming each host's error.
     """
     failures = []
+    client_kwargs = security.client_kwargs()
     for host, port, _family in collect_hosts(servers):
         try:
             connection = await create_conn(host, port, **client_kwargs)

@@ -341,18 +341,13 @@ class Sidecar:
         while not self.stopping:
             attempt = backoff.tries + 1
             try:
-                await self.bootstrap()
+                await broker_login.bootstrap(self.settings.kafka_bootstrap, self.settings.security)
                 self.readiness.broker_wait = None
                 return
             except (TimeoutError, KafkaError, OSError, LoginRefused) as exc:
                 error = self.connect_failed(exc, attempt, backoff.delay)
                 self.readiness.broker_wait = f"waiting for Kafka at {self.settings.kafka_bootstrap}: {error} (attempt {attempt}, next in {backoff.delay:g}s)"
             await backoff.wait(self.pause)
-
-    async def bootstrap(self) -> None:
-        """One look at the broker with the worker's login (:func:`broker_login.bootstrap`)."""
-        security = self.settings.security
-        await broker_login.bootstrap(self.settings.kafka_bootstrap, security, security.client_kwargs())
 
     async def connect(self) -> None:
         """Check the watch dir, choose the line engine, apply the topic contract and connect the
@@ -366,7 +361,7 @@ class Sidecar:
             try:
                 # First the login: aiokafka's admin client and librdkafka's would only say that no
                 # broker answered.
-                await self.bootstrap()
+                await broker_login.bootstrap(self.settings.kafka_bootstrap, self.settings.security)
                 if self.settings.topics_apply_on_start:
                     await apply_contract(
                         self.settings.kafka_bootstrap,

@@ -35,12 +35,19 @@ def test_a_mechanism_the_broker_does_not_take_is_a_refused_login_naming_the_mech
     connection = object()  # aiokafka raises the handshake's error with its connection as the argument
     refused = refusal_of(UnsupportedSaslMechanismError(connection), SCRAM)
     assert refused is not None
-    assert refused.reason == f"the broker does not take SASL mechanism SCRAM-SHA-256 ({UnsupportedSaslMechanismError.description})"
+    assert (
+        refused.reason == f"the broker does not take SASL mechanism SCRAM-SHA-256 ({UnsupportedSaslMechanismError.description})"
+    )
 
 
 @pytest.mark.parametrize(
     "exc",
-    [KafkaConnectionError("Unable to bootstrap"), ConnectionRefusedError(111, "refused"), TimeoutError(), IllegalSaslStateError()],
+    [
+        KafkaConnectionError("Unable to bootstrap"),
+        ConnectionRefusedError(111, "refused"),
+        TimeoutError(),
+        IllegalSaslStateError(),
+    ],
 )
 def test_any_other_connection_error_is_not_a_refused_login(exc):
     assert refusal_of(exc, SCRAM) is None
