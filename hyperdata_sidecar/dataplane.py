@@ -32,6 +32,7 @@ import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from hyperdata_sidecar.broker_login import librdkafka_refusal
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.partitioner import partition_for
 from hyperdata_sidecar.logs import EventLog, RepeatFilter
@@ -45,8 +46,8 @@ STATS_INTERVAL_MS = 1000  # broker states for readiness
 METADATA_TIMEOUT_S = 10.0
 BATCH_FRAMING_BYTES = 512  # a record batch's own bytes on top of its records, with margin
 #: Connection errors that say the broker is unreachable (counted as kind "transport", logged at most
-#: once per minute each).
-TRANSPORT_ERRORS = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL", "_AUTHENTICATION"})
+#: once per minute each). A refused login (``_AUTHENTICATION``) is not one: it is kind "login_refused".
+TRANSPORT_ERRORS = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL"})
 
 
 class DataPlaneError(Exception):
@@ -59,7 +60,7 @@ class DataPlane:
     Lifecycle: :meth:`connect` (retried by the caller until it succeeds), then :meth:`serve` runs
     as a task until :meth:`close`. ``on_broker(connected)`` is called on every change of the
     broker's reachability, ``on_error(kind)`` for every error librdkafka reports (kind
-    ``transport``, ``client`` or ``fatal``), ``on_fatal(error)`` once if one is fatal.
+    ``transport``, ``login_refused``, ``client`` or ``fatal``), ``on_fatal(error)`` once if one is fatal.
     """
 
     def __init__(
@@ -287,7 +288,21 @@ class DataPlane:
         name = error.name()
         if name == "_ALL_BROKERS_DOWN":
             self._set_connected(False)
-        if name in TRANSPORT_ERRORS:
+        refused = librdkafka_refusal(name, error.str(), self.settings.security)
+        if refused is not None:
+            # librdkafka tries the login again at every reconnect (every 2 s at most): one line a minute.
+            self._on_error("login_refused")
+            self.log.limited(
+                logging.ERROR,
+                "broker_login_refused",
+                name,
+                60.0,
+                bootstrap=self.settings.kafka_bootstrap,
+                mechanism=refused.mechanism,
+                user=refused.user,
+                error=str(refused),
+            )
+        elif name in TRANSPORT_ERRORS:
             self._on_error("transport")
             self.log.limited(logging.WARNING, "broker_unreachable", name, 60.0, error=name, detail=error.str())
         else:

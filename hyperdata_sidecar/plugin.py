@@ -17,12 +17,12 @@ from typing import Any
 
 import confluent_kafka
 import faust
-from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 from mode import Service
 
-from hyperdata_sidecar import metadata_backoff
+from hyperdata_sidecar import broker_login, metadata_backoff
 from hyperdata_sidecar.backup import make_sink
+from hyperdata_sidecar.broker_login import LoginRefused
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
 from hyperdata_sidecar.core.backlog import Estimate
 from hyperdata_sidecar.core.backoff import Backoff
@@ -313,29 +313,40 @@ class Sidecar:
             text += f" (security protocol {protocol}: check the listener, credentials and certificates)"
         return text
 
+    def connect_failed(self, exc: BaseException, attempt: int, retry_in_s: float) -> str:
+        """Log one line for a failed connection attempt (``broker_login_refused``, counted, when the
+        broker refused the login; else ``broker_connect_failed``) and return its error."""
+        self.readiness.broker_state(False)
+        if isinstance(exc, LoginRefused):
+            self.metrics.producer_error("login_refused")
+            self.log.error(
+                "broker_login_refused",
+                bootstrap=self.settings.kafka_bootstrap,
+                mechanism=exc.mechanism,
+                user=exc.user,
+                attempt=attempt,
+                error=str(exc),
+                retry_in_s=retry_in_s,
+            )
+            return str(exc)
+        error = self.connect_error(exc)
+        self.log.warning(
+            "broker_connect_failed", bootstrap=self.settings.kafka_bootstrap, attempt=attempt, error=error, retry_in_s=retry_in_s
+        )
+        return error
+
     async def wait_for_broker(self) -> None:
         """Return once a Kafka client can bootstrap from KAFKA_BOOTSTRAP, logging one line per failed try."""
         backoff = Backoff(CONNECT_FIRST_BACKOFF_S, CONNECT_MAX_BACKOFF_S)
         while not self.stopping:
             attempt = backoff.tries + 1
-            client = AIOKafkaClient(bootstrap_servers=self.settings.kafka_bootstrap, **self.settings.security.client_kwargs())
             try:
-                await client.bootstrap()
+                await broker_login.bootstrap(self.settings.kafka_bootstrap, self.settings.security)
                 self.readiness.broker_wait = None
                 return
-            except (TimeoutError, KafkaError, OSError) as exc:
-                self.readiness.broker_state(False)
-                error = self.connect_error(exc)
+            except (TimeoutError, KafkaError, OSError, LoginRefused) as exc:
+                error = self.connect_failed(exc, attempt, backoff.delay)
                 self.readiness.broker_wait = f"waiting for Kafka at {self.settings.kafka_bootstrap}: {error} (attempt {attempt}, next in {backoff.delay:g}s)"
-                self.log.warning(
-                    "broker_connect_failed",
-                    bootstrap=self.settings.kafka_bootstrap,
-                    attempt=attempt,
-                    error=error,
-                    retry_in_s=backoff.delay,
-                )
-            finally:
-                await client.close()
             await backoff.wait(self.pause)
 
     async def connect(self) -> None:
@@ -346,7 +357,11 @@ class Sidecar:
         self.move_to(Phase.CONNECTING)
         backoff = Backoff(CONNECT_FIRST_BACKOFF_S, CONNECT_MAX_BACKOFF_S)
         while not self.stopping:
+            attempt = backoff.tries + 1
             try:
+                # First the login: aiokafka's admin client and librdkafka's would only say that no
+                # broker answered.
+                await broker_login.bootstrap(self.settings.kafka_bootstrap, self.settings.security)
                 if self.settings.topics_apply_on_start:
                     await apply_contract(
                         self.settings.kafka_bootstrap,
@@ -355,14 +370,8 @@ class Sidecar:
                         admin_kwargs=self.settings.security.client_kwargs(),
                     )
                 await self.dataplane.connect(self.settings.contract_topics())
-            except (TimeoutError, KafkaError, OSError, DataPlaneError) as exc:
-                self.readiness.broker_state(False)
-                self.log.warning(
-                    "broker_connect_failed",
-                    bootstrap=self.settings.kafka_bootstrap,
-                    error=self.connect_error(exc),
-                    retry_in_s=backoff.delay,
-                )
+            except (TimeoutError, KafkaError, OSError, DataPlaneError, LoginRefused) as exc:
+                self.connect_failed(exc, attempt, backoff.delay)
                 await backoff.wait(self.pause)
                 continue
             self.readiness.broker_state(True)

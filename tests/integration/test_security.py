@@ -125,13 +125,15 @@ def failure_text(sidecar: Sidecar) -> str:
     return "\n".join(said)
 
 
-async def fails_or_keeps_failing(sidecar: Sidecar) -> str:
-    """Start the worker and wait (bounded) until it exits or logs a failed broker connection; its failure text."""
+async def fails_or_keeps_failing(sidecar: Sidecar, attempts: int = 1) -> str:
+    """Start the worker and wait (bounded) until it exits or logs ``attempts`` failed broker
+    connections (refused logins included); its failure text."""
     worker = sidecar.start()
+    failed = lambda: len(sidecar.events("broker_connect_failed") + sidecar.events("broker_login_refused"))  # noqa: E731
     try:
         await wait_for(
             None,
-            lambda: exit_code(worker) is not None or sidecar.events("broker_connect_failed"),
+            lambda: exit_code(worker) is not None or failed() >= attempts,
             "the worker to fail",
             FAIL_BOUND_S,
         )
@@ -217,9 +219,46 @@ async def test_a_wrong_sasl_password_fails_within_a_bound_naming_the_authenticat
     sidecar = Sidecar(
         tmp_path / "node", sasl_broker.sasl_bootstrap, unique_topic_prefix, SIDECAR_ENGINE=engine, **sasl_login("PLAIN", wrong)
     )
-    said = await fails_or_keeps_failing(sidecar)
+    said = await fails_or_keeps_failing(sidecar, attempts=2)
     assert re.search("authentication", said, re.IGNORECASE), said
     assert wrong not in (sidecar.root / "run" / "worker.log").read_text(errors="replace")
+
+
+INVALID_PLAIN = "Authentication failed: Invalid username or password"
+INVALID_SCRAM = "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "user", "says"),
+    [
+        ("PLAIN", SASL["KAFKA_SASL_USERNAME"], INVALID_PLAIN),
+        ("SCRAM-SHA-256", SASL["KAFKA_SASL_USERNAME"], INVALID_SCRAM),
+        ("SCRAM-SHA-256", "nobody", INVALID_SCRAM),
+        ("SCRAM-SHA-512", SASL["KAFKA_SASL_USERNAME"], "the broker does not take SASL mechanism SCRAM-SHA-512"),
+    ],
+)
+async def test_a_refused_login_is_named_in_one_line_of_the_sidecar_per_attempt_and_on_readyz(
+    sasl_broker, unique_topic_prefix, tmp_path, mechanism, user, says
+):
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    login = {**sasl_login(mechanism, wrong), "KAFKA_SASL_USERNAME": user}
+    sidecar = Sidecar(tmp_path / "node", sasl_broker.sasl_bootstrap, unique_topic_prefix, **login)
+    worker = sidecar.start()
+    try:
+        await wait_for(worker, lambda: len(sidecar.events("broker_login_refused")) >= 2, "two refused logins", FAIL_BOUND_S)
+        ready = worker.get("/readyz")
+    finally:
+        worker.stop()
+    named = f"the broker refused the login (SASL {mechanism}, user {user}): "
+    refused = sidecar.events("broker_login_refused")
+    assert [event["attempt"] for event in refused[:2]] == [1, 2] and not sidecar.events("broker_connect_failed")
+    for event in refused:
+        assert (event["mechanism"], event["user"]) == (mechanism, user)
+        assert event["error"].startswith(named), event
+        assert says in event["error"], event
+    assert ready[0] == 503 and named.encode() in ready[2], ready
+    assert wrong not in (sidecar.root / "run" / "worker.log").read_text(errors="replace")
+    assert wrong.encode() not in ready[2]
 
 
 def first_errors(producer: Any, errors: list[Any], timeout_s: float = 30.0) -> None:

@@ -87,6 +87,27 @@ def test_a_broker_transport_error_is_counted_as_transport_every_time(tmp_path, c
     assert errors == ["transport"] * 3
 
 
+def test_a_refused_login_is_counted_as_login_refused_every_time_and_named_in_its_own_line(tmp_path, caplog):
+    plane, _, errors, _ = make_counting(
+        tmp_path,
+        KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT",
+        KAFKA_SASL_MECHANISM="PLAIN",
+        KAFKA_SASL_USERNAME="sidecar",
+        KAFKA_SASL_PASSWORD="pw-never-shown",
+    )
+    caplog.set_level(logging.WARNING, logger="tests.dataplane")
+    detail = "sasl_plaintext://127.0.0.1:9094/bootstrap: SASL authentication error: Authentication failed"
+    for _ in range(3):  # the log line is rate-limited, the count is not
+        plane._config()["error_cb"](KafkaError(KafkaError._AUTHENTICATION, detail))
+    assert errors == ["login_refused"] * 3
+    [record] = caplog.records
+    assert record.getMessage() == "broker_login_refused"
+    fields = record.fields  # type: ignore[attr-defined]
+    assert (fields["mechanism"], fields["user"]) == ("PLAIN", "sidecar")
+    assert fields["error"] == f"the broker refused the login (SASL PLAIN, user sidecar): {detail}"
+    assert "pw-never-shown" not in repr(fields)
+
+
 def test_another_producer_error_is_counted_as_client(tmp_path, caplog):
     plane, _, errors, _ = make_counting(tmp_path)
     caplog.set_level(logging.WARNING, logger="tests.dataplane")
