@@ -56,7 +56,9 @@ class Handover(Protocol):
 
     off_loop: bool
     """Steps release the GIL for most of their work: run them in a worker thread, so the tables'
-    reads run side by side (the compiled engine) rather than on the event loop (the Python one)."""
+    reads run side by side (the compiled engine) rather than on the event loop (the Python one, and
+    the compiled one handing its records to a Python ``produce``, which holds the GIL for each and
+    is no more thread-safe than what the reference writer calls)."""
 
     def step(self) -> bool:
         """Hand over as much as the producer takes; True once every line of the read was."""
