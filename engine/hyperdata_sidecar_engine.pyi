@@ -5,13 +5,15 @@ The reference is the Python engine (``hyperdata_sidecar.core``: ``LineSplitter``
 A line the native inspection cannot vouch for is returned as ``Batch.undecided``: the read stops
 there until Python's verdict (``accept`` or ``reject``) resumes it.
 
-With ``deliveries`` (a cycle's :class:`Deliveries` on a :class:`Producer`), each record is queued on
-librdkafka as it is built and its delivery report counted in Rust; without, the records are kept in
-the batch (``Batch.records``: the tests, ``bench``). A record the producer refuses stops the read
+Each call hands its records to a ``sink``: a cycle's :class:`Deliveries` on a :class:`Producer` (each
+record queued on librdkafka as it is built, the GIL released, its delivery report counted in Rust);
+a :class:`PythonProducer` (each record handed to a Python ``produce`` callable as ``RecordWriter``
+hands it, the GIL held: the tailer's unit tests); or None, the records kept in the batch
+(``Batch.records``: the differential tests, ``bench``). A record the sink refuses stops the read
 there (``Batch.refusal``), every state as if its line had not been seen; ``proceed`` carries on.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 __version__: str
@@ -48,8 +50,10 @@ class Batch:
     def undecided(self) -> tuple[int, bytes] | None:
         """(offset, line without its newline) of the line waiting for a verdict; None when the read is done."""
     @property
-    def refusal(self) -> str | ClientError | None:
-        """Why the read stopped early: ``"full"`` (the producer's queue), the client's refusal, or None."""
+    def refusal(self) -> str | BaseException | None:
+        """Why the read stopped early: ``"full"`` (the producer's queue), or the exception of the
+        client's refusal: the very one a :class:`PythonProducer`'s ``produce`` raised, a
+        :class:`ProduceError` from the engine's :class:`Producer`; None when it did not."""
 
 @final
 class ClientError:
@@ -116,6 +120,24 @@ class Deliveries:
         """Per partition of ``topic``: the offsets of the first and last record delivered there."""
 
 @final
+class PythonProducer:
+    """A Python ``produce`` callable and one cycle's delivery callbacks (``CycleAcks``), as a sink."""
+
+    def __init__(
+        self,
+        produce: Callable[..., object],
+        data: Sequence[Callable[[Any, Any], object]],
+        dlq: Callable[[Any, Any], object],
+    ) -> None:
+        """The engine calls ``produce(topic, value, key, partition, on_delivery, None, 0, headers)``
+        for each record, with the GIL held: ``on_delivery`` is ``data[partition]`` for a data record,
+        ``dlq`` for a dead letter. ``BufferError`` from it is the queue being full; any other
+        ``Exception`` the client's refusal (``Batch.refusal``); anything else (``KeyboardInterrupt``)
+        is raised by the engine's call, as the reference writer lets it through."""
+
+Sink = Deliveries | PythonProducer
+
+@final
 class HeldLine:
     """The unterminated last line of a finalized file (``LineSplitter.flush_partial``'s result)."""
 
@@ -154,16 +176,17 @@ class LineEngine:
         """``coin_location`` is a ``CoinLocation`` value; ``dlq_partition`` is the table's dead-letter
         partition (``records.dead_letter_partition``); ``seq`` the sequencer state at ``offset``.
         Raises ValueError for an unknown ``coin_location`` or ``data_partitions < 1``."""
-    def feed(self, chunk: bytes, deliveries: Deliveries | None = None) -> Batch:
+    def feed(self, chunk: bytes, sink: Sink | None = None) -> Batch:
         """Split ``chunk`` and hand over its complete lines, up to the first undecided one or a
-        refusal (the GIL is released meanwhile). Raises RuntimeError while a line waits for its
-        verdict or lines of the last read wait after a refusal."""
-    def proceed(self, deliveries: Deliveries | None = None) -> Batch:
+        refusal (the GIL is released meanwhile, except for a :class:`PythonProducer`). Raises
+        RuntimeError while a line waits for its verdict or lines of the last read wait after a
+        refusal, ValueError when a :class:`PythonProducer` has not one data callback per partition."""
+    def proceed(self, sink: Sink | None = None) -> Batch:
         """Hand over the rest of the read after ``Batch.refusal``."""
-    def accept(self, coin: str, block_number: int, n_events: int, deliveries: Deliveries | None = None) -> Batch:
+    def accept(self, coin: str, block_number: int, n_events: int, sink: Sink | None = None) -> Batch:
         """Verdict on ``Batch.undecided``: a good line (``inspect_line``'s ``LineInfo``); the read
         goes on. Raises RuntimeError when no line waits for a verdict."""
-    def reject(self, reason: str, detail: str, deliveries: Deliveries | None = None) -> Batch:
+    def reject(self, reason: str, detail: str, sink: Sink | None = None) -> Batch:
         """Verdict on ``Batch.undecided``: a dead letter (``inspect_line``'s ``Rejection``); the read
         goes on. Raises RuntimeError when no line waits for a verdict."""
     def flush_partial(self) -> HeldLine | None:

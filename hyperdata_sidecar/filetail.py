@@ -10,6 +10,8 @@ read at a time, and holds the partial line between reads. There are two, with on
   numbers and produces a whole read on its own librdkafka producer with the GIL released, and counts
   the delivery reports in Rust. A line its inspection cannot vouch for comes back for Python's
   :func:`~hyperdata_sidecar.core.lineinfo.inspect_line` (so dead-letter details are the reference's).
+  Given a Python ``produce`` callable instead of its producer (the tailer's unit tests' fake broker),
+  it calls it per record as the reference writer does, with the cycle's Python :class:`Deliveries`.
 
 Both hand a read over through a :class:`Handover` the tailer steps until done, waiting for room or
 holding the table in between; the rare paths (the unterminated last line, a rejected record's dead
@@ -54,7 +56,9 @@ class Handover(Protocol):
 
     off_loop: bool
     """Steps release the GIL for most of their work: run them in a worker thread, so the tables'
-    reads run side by side (the compiled engine) rather than on the event loop (the Python one)."""
+    reads run side by side (the compiled engine) rather than on the event loop (the Python one, and
+    the compiled one handing its records to a Python ``produce``, which holds the GIL for each and
+    is no more thread-safe than what the reference writer calls)."""
 
     def step(self) -> bool:
         """Hand over as much as the producer takes; True once every line of the read was."""
@@ -149,15 +153,25 @@ class _PythonHandover:
 
 
 class NativeLines:
-    """The compiled line engine of one file (``native``: the module ``hyperdata_sidecar_engine``),
-    producing on the engine's ``producer``; with no producer it keeps the records in :attr:`collected`
-    instead (the differential tests, ``bench``)."""
+    """The compiled line engine of one file (``native``: the module ``hyperdata_sidecar_engine``).
+
+    ``producer`` is where its records go:
+
+    - the engine's own ``Producer`` (the sidecar): each read produced with the GIL released, in a
+      worker thread, the delivery reports counted in Rust (:class:`NativeDeliveries`);
+    - a Python ``produce`` callable with confluent-kafka's positional signature, as
+      :class:`RecordWriter` calls it (the tailer's unit tests: their fake broker's): called once per
+      record with the GIL held, on the event loop, the reports counted by the cycle's Python
+      :class:`Deliveries`; what it raises is judged as the reference writer's refusal;
+    - None: the records are kept in :attr:`collected` (the differential tests, ``bench``).
+    """
 
     def __init__(
         self, native: Any, producer: Any, spec: TableSpec, topics: Topics, writer: RecordWriter, max_line_bytes: int
     ) -> None:
         self.native = native
         self.producer = producer
+        self.python_produce: Produce | None = None if producer is None or isinstance(producer, native.Producer) else producer
         self.collected: list[Record] | None = [] if producer is None else None
         self.spec = spec
         self.topics = topics
@@ -198,7 +212,7 @@ class NativeLines:
 
     def deliveries(self) -> Deliveries:
         topics = self.topics
-        if self.producer is None:
+        if self.producer is None or self.python_produce is not None:
             return Deliveries()
         return NativeDeliveries(
             self.native.Deliveries(self.producer, topics.data, topics.data_partitions, topics.dlq, self.dlq_partition)
@@ -206,6 +220,17 @@ class NativeLines:
 
     def handover(self, chunk: bytes, cycle: Cycle) -> Handover:
         return _NativeHandover(self, chunk, cycle)
+
+    def sink(self, cycle: Cycle) -> Any:
+        """Where the engine hands ``cycle``'s records: its producer's cycle accounting, the Python
+        ``produce`` with the cycle's callbacks, or None (collected)."""
+        deliveries = cycle.deliveries
+        if isinstance(deliveries, NativeDeliveries):
+            return deliveries.native
+        if self.python_produce is None:
+            return None
+        acks = deliveries.cycle_acks(self.topics, self.dlq_partition)
+        return self.native.PythonProducer(self.python_produce, acks.data, acks.dlq)
 
     def flush_partial(self) -> Line | OversizeLine | None:
         held = self.engine.flush_partial()
@@ -222,15 +247,17 @@ class NativeLines:
 
 class _NativeHandover:
     """One read through the compiled engine: one call for the read, one more per line the engine
-    could not decide (Python's verdict) and per refusal (after the tailer waited)."""
+    could not decide (Python's verdict) and per refusal (after the tailer waited). The refusal is
+    what the producer raised (its ``ProduceError`` for the engine's own), as the reference writer
+    keeps it. A Python ``produce`` is called on the event loop, as the reference writer calls it."""
 
     def __init__(self, lines: NativeLines, chunk: bytes, cycle: Cycle) -> None:
         self.lines = lines
         self.chunk: bytes | None = chunk
         self.tally = cycle.tally
-        self.sink = cycle.deliveries.native if isinstance(cycle.deliveries, NativeDeliveries) else None
+        self.sink = lines.sink(cycle)
         self.refusal: BaseException | None = None
-        self.off_loop = True
+        self.off_loop = lines.python_produce is None
 
     def step(self) -> bool:
         try:
@@ -248,7 +275,7 @@ class _NativeHandover:
             self._count(batch)
             refusal = batch.refusal
             if refusal is not None:
-                self.refusal = None if refusal == "full" else self.lines.native.ProduceError(refusal)
+                self.refusal = None if isinstance(refusal, str) else refusal
                 return False
             undecided = batch.undecided
             if undecided is None:

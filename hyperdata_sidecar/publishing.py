@@ -29,8 +29,11 @@ class Abandoned(Exception):
 
 
 class NativeProducer(NamedTuple):
-    """The compiled engine (the module ``hyperdata_sidecar_engine``) and its producer, which the
-    data plane runs when the worker uses the native engine."""
+    """The compiled engine (the module ``hyperdata_sidecar_engine``) and the producer its line
+    engines hand their records to: the engine's own ``Producer``, which the data plane runs when the
+    worker uses the native engine; or a Python ``produce`` callable with confluent-kafka's positional
+    signature, called once per record with the GIL held (the tailer's unit tests give their fake
+    broker's, see :class:`~hyperdata_sidecar.filetail.NativeLines`)."""
 
     module: Any
     producer: Any

@@ -1,22 +1,25 @@
 //! The Python binding: `hyperdata_sidecar_engine.LineEngine`, one coarse call per read with the
-//! GIL released for the work. Errors in the data come back as values (dead letters, an undecided
-//! line); only a call out of turn raises.
+//! GIL released for the work (held only when the records go to a Python `produce`, the
+//! `PythonProducer` of the tailer's unit tests). Errors in the data come back as values (dead
+//! letters, an undecided line); only a call out of turn raises.
 
 mod engine;
 mod inspect;
 mod murmur2;
 mod producer;
+mod python_producer;
 mod records;
 mod sequencer;
 mod splitter;
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyBaseException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::engine::{Collector, Misuse, Sink, Unterminated, Verdict};
 use crate::inspect::CoinLocation;
-use crate::producer::{Deliveries, Refusal};
+use crate::producer::{Deliveries, ProduceError, Refusal};
+use crate::python_producer::{PythonProducer, PythonSink};
 use crate::records::{Batch as RecordBatch, Destination, RecordBuilder, RecordRef};
 use crate::sequencer::{SeqState, Sequencer};
 use crate::splitter::LineSplitter;
@@ -24,10 +27,19 @@ use crate::splitter::LineSplitter;
 /// The sequencer state as Python holds it: (block or None, next seq_in_block, regression epoch).
 type PySeqState = (Option<i128>, u64, u64);
 
+/// Where a call hands its records: the engine's producer (a cycle's `Deliveries`), or a Python
+/// `produce` callable (`PythonProducer`); None keeps them in the batch.
+#[derive(FromPyObject)]
+enum Target<'py> {
+    Engine(Bound<'py, Deliveries>),
+    Python(Bound<'py, PythonProducer>),
+}
+
 #[pyclass(module = "hyperdata_sidecar_engine")]
 struct LineEngine {
     engine: engine::LineEngine,
     data_topic: String,
+    data_partitions: u32,
     dlq_topic: String,
 }
 
@@ -63,56 +75,48 @@ impl LineEngine {
         Ok(LineEngine {
             engine,
             data_topic,
+            data_partitions,
             dlq_topic,
         })
     }
 
-    /// Splits `chunk` and hands over its complete lines up to the first undecided one: to the
-    /// producer of `deliveries` (each record's report counted there), or kept in the batch when None.
-    #[pyo3(signature = (chunk, deliveries=None))]
-    fn feed(&mut self, py: Python<'_>, chunk: &[u8], deliveries: Option<Bound<'_, Deliveries>>) -> PyResult<Batch> {
-        let deliveries = deliveries.as_ref().map(|bound| bound.get());
-        self.run(py, deliveries, |engine, sink| engine.feed(chunk, sink))
+    /// Splits `chunk` and hands over its complete lines up to the first undecided one: to `sink`
+    /// (a cycle's `Deliveries` on the engine's producer, or a `PythonProducer`), or kept in the
+    /// batch when None.
+    #[pyo3(signature = (chunk, sink=None))]
+    fn feed(&mut self, py: Python<'_>, chunk: &[u8], sink: Option<Target<'_>>) -> PyResult<Batch> {
+        self.run(py, sink, |engine, sink| engine.feed(chunk, sink))
     }
 
     /// Hands over the rest of the read after `Batch.refusal` (once there is room, or the hold is over).
-    #[pyo3(signature = (deliveries=None))]
-    fn proceed(&mut self, py: Python<'_>, deliveries: Option<Bound<'_, Deliveries>>) -> PyResult<Batch> {
-        let deliveries = deliveries.as_ref().map(|bound| bound.get());
-        self.run(py, deliveries, |engine, sink| engine.proceed(sink))
+    #[pyo3(signature = (sink=None))]
+    fn proceed(&mut self, py: Python<'_>, sink: Option<Target<'_>>) -> PyResult<Batch> {
+        self.run(py, sink, |engine, sink| engine.proceed(sink))
     }
 
     /// The verdict "good line" on `Batch.undecided`; hands over the rest of the read.
-    #[pyo3(signature = (coin, block_number, n_events, deliveries=None))]
+    #[pyo3(signature = (coin, block_number, n_events, sink=None))]
     fn accept(
         &mut self,
         py: Python<'_>,
         coin: &str,
         block_number: i128,
         n_events: u64,
-        deliveries: Option<Bound<'_, Deliveries>>,
+        sink: Option<Target<'_>>,
     ) -> PyResult<Batch> {
         let verdict = Verdict::Good {
             coin: coin.as_bytes().to_vec(),
             block_number,
             n_events,
         };
-        let deliveries = deliveries.as_ref().map(|bound| bound.get());
-        self.run(py, deliveries, |engine, sink| engine.resume(verdict, sink))
+        self.run(py, sink, |engine, sink| engine.resume(verdict, sink))
     }
 
     /// The verdict "dead letter" on `Batch.undecided`; hands over the rest of the read.
-    #[pyo3(signature = (reason, detail, deliveries=None))]
-    fn reject(
-        &mut self,
-        py: Python<'_>,
-        reason: String,
-        detail: String,
-        deliveries: Option<Bound<'_, Deliveries>>,
-    ) -> PyResult<Batch> {
-        let deliveries = deliveries.as_ref().map(|bound| bound.get());
+    #[pyo3(signature = (reason, detail, sink=None))]
+    fn reject(&mut self, py: Python<'_>, reason: String, detail: String, sink: Option<Target<'_>>) -> PyResult<Batch> {
         let verdict = Verdict::Rejected { reason, detail };
-        self.run(py, deliveries, |engine, sink| engine.resume(verdict, sink))
+        self.run(py, sink, |engine, sink| engine.resume(verdict, sink))
     }
 
     /// The held unterminated tail, the offset moved past it; None if nothing is held.
@@ -168,14 +172,36 @@ impl LineEngine {
 }
 
 impl LineEngine {
-    /// Runs `step` with the GIL released, into the producer of `deliveries` or a collector.
-    fn run<F>(&mut self, py: Python<'_>, deliveries: Option<&Deliveries>, step: F) -> PyResult<Batch>
+    /// Runs `step` into `target`: with the GIL released into the engine's producer or a collector,
+    /// with it held into a Python producer.
+    fn run<F>(&mut self, py: Python<'_>, target: Option<Target<'_>>, step: F) -> PyResult<Batch>
     where
         F: FnOnce(&mut engine::LineEngine, &mut dyn Sink) -> Result<RecordBatch, Misuse> + Send,
     {
         let engine = &mut self.engine;
-        let batch = match deliveries {
-            Some(deliveries) => py.detach(|| step(engine, &mut ProducerSink { deliveries })),
+        let mut raised = None;
+        let batch = match &target {
+            Some(Target::Engine(deliveries)) => {
+                let deliveries = deliveries.get();
+                py.detach(|| step(engine, &mut ProducerSink { deliveries }))
+            }
+            Some(Target::Python(producer)) => {
+                let producer = producer.get();
+                if producer.data_partitions() != self.data_partitions as usize {
+                    return Err(PyValueError::new_err(format!(
+                        "the PythonProducer has {} data delivery callbacks for {} partitions",
+                        producer.data_partitions(),
+                        self.data_partitions
+                    )));
+                }
+                let mut sink = PythonSink::new(py, producer, &self.data_topic, &self.dlq_topic);
+                let batch = step(engine, &mut sink);
+                if let Some(uncaught) = sink.uncaught() {
+                    return Err(uncaught);
+                }
+                raised = sink.raised.map(|error| error.into_value(py));
+                batch
+            }
             None => py.detach(|| {
                 let mut collector = Collector::default();
                 step(engine, &mut collector).map(|mut batch| {
@@ -187,6 +213,7 @@ impl LineEngine {
         .map_err(misuse)?;
         Ok(Batch {
             batch,
+            raised,
             data_topic: self.data_topic.clone(),
             dlq_topic: self.dlq_topic.clone(),
         })
@@ -224,6 +251,8 @@ fn misuse(misuse: Misuse) -> PyErr {
 #[pyclass(module = "hyperdata_sidecar_engine", frozen)]
 struct Batch {
     batch: RecordBatch,
+    /// The exception a Python producer's refusal raised, handed back as it was.
+    raised: Option<Py<PyBaseException>>,
     data_topic: String,
     dlq_topic: String,
 }
@@ -294,14 +323,19 @@ impl Batch {
         self.batch.last_line.as_ref().map(|line| PyBytes::new(py, line))
     }
 
-    /// Why the read stopped before its end: "full" (the producer's queue), or the client's refusal
-    /// as a ClientError; None when every line up to `undecided` (or the end) was handed over.
+    /// Why the read stopped before its end: "full" (the producer's queue), or the exception of the
+    /// client's refusal (what a Python producer raised; the engine's producer's `ProduceError`);
+    /// None when every line up to `undecided` (or the end) was handed over.
     #[getter]
     fn refusal(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        Ok(match &self.batch.refusal {
-            None => None,
-            Some(Refusal::QueueFull) => Some(PyString::new(py, "full").into_any().unbind()),
-            Some(Refusal::Refused(info)) => Some(producer::client_error(py, info.clone())?.into_any()),
+        Ok(match (&self.batch.refusal, &self.raised) {
+            (None, _) => None,
+            (Some(Refusal::QueueFull), _) => Some(PyString::new(py, "full").into_any().unbind()),
+            (Some(Refusal::Refused(_)), Some(raised)) => Some(raised.clone_ref(py).into_any()),
+            (Some(Refusal::Refused(info)), None) => {
+                let error = producer::client_error(py, info.clone())?;
+                Some(ProduceError::new_err((error,)).into_value(py).into_any())
+            }
         })
     }
 
@@ -354,6 +388,7 @@ fn hyperdata_sidecar_engine(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<producer::Deliveries>()?;
     module.add_class::<producer::PyClientError>()?;
     module.add_class::<producer::Delivered>()?;
+    module.add_class::<PythonProducer>()?;
     module.add("ProduceError", module.py().get_type::<producer::ProduceError>())?;
     module.add_function(wrap_pyfunction!(partition_for, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

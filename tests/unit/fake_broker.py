@@ -7,6 +7,11 @@ librdkafka's promises: a partition's records land and are reported in the order 
 produced; while the broker is away nothing is reported and nothing is lost; a record refused for
 good is reported failed and the records after it go on. The "topics" are its ``log``: a record's
 offset is its index in its partition's list.
+
+Its tailers run the line engine :attr:`FakeBroker.engine` names: the Python one, or the compiled one
+handed this ``produce`` as its producer (``NativeProducer(engine, produce)``: the engine calls it per
+record as the reference writer does). tests/unit/conftest.py's ``line_engine`` fixture runs a test
+on each.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from hyperdata_sidecar.core.records import Record, Regression
 from hyperdata_sidecar.core.seal import SealManifest
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.publishing import NativeProducer
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,9 @@ class Queued:
 
 
 class FakeBroker:
+    engine: Any = None
+    """The compiled engine's module the tailers run, producing through :meth:`produce`; None: the Python engine."""
+
     def __init__(self, partitions: dict[str, int], *, capacity: int = 1 << 30) -> None:
         self.partitions = partitions
         self.capacity = capacity  # records the producer queues before produce() raises BufferError
@@ -63,7 +72,11 @@ class FakeBroker:
         self.max_value: int | None = None  # values longer than this fail with MSG_SIZE_TOO_LARGE
         self.client_refusals = 0  # produce() calls that raise a client error before queueing
         self.metadata_refreshes: list[str] = []  # topics whose metadata the tailer asked for, in order
-        self.native = None  # the Python line engine: records come through produce()
+
+    @property
+    def native(self) -> NativeProducer | None:
+        """What the data plane's ``native`` is (the ``Publisher`` protocol): the engine, with this ``produce``."""
+        return None if self.engine is None else NativeProducer(self.engine, self.produce)
 
     def produce(self, topic, value, key, partition, callback, _alias, _timestamp, headers) -> None:
         if self.client_refusals:

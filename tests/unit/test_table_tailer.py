@@ -1,6 +1,7 @@
 """The tailer against a fake librdkafka (tests/unit/fake_broker.py) on a real temp directory:
 every complete line once, in file order per partition, checkpoints only behind delivery reports,
-through outages, refusals, back-pressure, rotations, truncations, deletions and restarts."""
+through outages, refusals, back-pressure, rotations, truncations, deletions and restarts. Every
+test runs on both line engines (the ``line_engine`` fixture of tests/unit/conftest.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 from hyperdata_sidecar.core.cursor import CursorStage
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR
@@ -21,6 +22,8 @@ from hyperdata_sidecar.tailer import TableTailer
 
 from fake_broker import FakeBroker, FakeHost, tailer_settings
 from test_core_lineinfo import EVENT_OF, envelope
+
+pytestmark = pytest.mark.usefixtures("line_engine")
 
 SPEC = TABLE_BY_DIR["node_raw_book_diffs_streaming"]
 TOPIC, DLQ = "hyperliquid.book-diffs", "hyperliquid.sidecar-dlq"
@@ -506,10 +509,12 @@ class TailerModel(RuleBasedStateMachine):
         assert self.host.holds == {}
 
 
-TailerModel.TestCase.settings = settings(
-    max_examples=40, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-test_tailer_model = TailerModel.TestCase
+def test_tailer_model() -> None:
+    """The model, on the ``line_engine`` the module's tests run (a pytest test, so the fixture applies)."""
+    run_state_machine_as_test(
+        TailerModel,
+        settings=settings(max_examples=40, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]),
+    )
 
 
 # --- what the operator sees ---------------------------------------------------------------------

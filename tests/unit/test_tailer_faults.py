@@ -1,6 +1,7 @@
 """The tailer on the rare paths: a record refused when it is sent again, a held topic's metadata
 asked for before each retry, a state store that takes no writes, and a fresh start with
-INITIAL_POSITION=end over 0, 1 and several hour files."""
+INITIAL_POSITION=end over 0, 1 and several hour files. Every test runs on both line engines (the
+``line_engine`` fixture of tests/unit/conftest.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from test_table_tailer import (
     new_tailer,
     run_ticks,
 )
+
+pytestmark = pytest.mark.usefixtures("line_engine")
 
 
 @pytest.fixture

@@ -1,0 +1,33 @@
+"""The unit tests' fixtures: ``line_engine``, which runs a test on each line engine, and ``native``."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+import pytest
+
+from fake_broker import FakeBroker
+
+NATIVE_MODULE = "hyperdata_sidecar_engine"
+
+
+@pytest.fixture
+def native() -> Any:
+    """The compiled engine's module. Skips the test when it is not installed, except where
+    HYPERDATA_ENGINE_REQUIRED=1 (make test builds it): a missing engine is a failure there."""
+    if os.environ.get("HYPERDATA_ENGINE_REQUIRED") == "1":
+        return importlib.import_module(NATIVE_MODULE)
+    return pytest.importorskip(NATIVE_MODULE, reason="the native engine is not installed (make engine builds it into .venv)")
+
+
+@pytest.fixture(params=["python", "native"])
+def line_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The line engine the test runs: the compiled engine's module for ``native``, None for
+    ``python``. Every :class:`FakeBroker` made in the test hands its tailers that engine."""
+    if request.param == "python":
+        return None
+    module = request.getfixturevalue("native")
+    monkeypatch.setattr(FakeBroker, "engine", module)
+    return module
