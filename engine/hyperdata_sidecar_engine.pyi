@@ -13,6 +13,7 @@ hands it, the GIL held: the tailer's unit tests); or None, the records kept in t
 there (``Batch.refusal``), every state as if its line had not been seen; ``proceed`` carries on.
 """
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, final
 
@@ -176,8 +177,8 @@ class LineEngine:
         """``coin_location`` is a ``CoinLocation`` value; ``dlq_partition`` is the table's dead-letter
         partition (``records.dead_letter_partition``); ``seq`` the sequencer state at ``offset``.
         Raises ValueError for an unknown ``coin_location`` or ``data_partitions < 1``."""
-    def feed(self, chunk: bytes, sink: Sink | None = None) -> Batch:
-        """Split ``chunk`` and hand over its complete lines, up to the first undecided one or a
+    def feed(self, chunk: bytes | Chunk, sink: Sink | None = None) -> Batch:
+        """Split ``chunk`` (``bytes``, or a :func:`read_chunk`'s, taken without a copy) and hand over its complete lines, up to the first undecided one or a
         refusal (the GIL is released meanwhile, except for a :class:`PythonProducer`). Raises
         RuntimeError while a line waits for its verdict or lines of the last read wait after a
         refusal, ValueError when a :class:`PythonProducer` has not one data callback per partition."""
@@ -211,3 +212,29 @@ class LineEngine:
 
 def partition_for(key: bytes, partitions: int) -> int:
     """Kafka's default partition of ``key``: ``(murmur2(key) & 0x7fffffff) % partitions``."""
+
+class Sha256:
+    """A running sha256 with hashlib's ``update``/``hexdigest``; :func:`read_chunk` updates it
+    without the GIL."""
+
+    def __init__(self) -> None: ...
+    def update(self, data: bytes, /) -> None:
+        """Hash ``data`` (the GIL released)."""
+    def hexdigest(self) -> str:
+        """The sha256 of everything hashed so far, lower-case hex; hashing may go on."""
+
+class Chunk:
+    """The bytes of one :func:`read_chunk`, kept on the engine's side: ``LineEngine.feed`` takes it
+    as it is."""
+
+    def __len__(self) -> int: ...
+    def to_bytes(self) -> bytes:
+        """A copy as ``bytes`` (tests)."""
+
+def read_chunk(path: str | os.PathLike[str], offset: int, length: int, digest: Sha256 | None = None) -> Chunk:
+    """Up to ``length`` bytes of ``path`` at ``offset`` (fewer at the end of the file), read in
+    256 KiB pieces with the GIL released, each hashed into ``digest`` (when given) right after it
+    was read. Only a regular file: a symlink is not followed, a pipe not waited on; either, or a
+    directory, raises ``OSError(EINVAL, "not a regular file")`` or the open's own error (``ELOOP``
+    for a link), as ``digest.open_regular`` does; other failures raise the ``OSError`` subclass of
+    their errno."""

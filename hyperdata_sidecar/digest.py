@@ -7,7 +7,7 @@ import hashlib
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 SLICE_BYTES = 8 * 1024 * 1024
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -30,22 +30,40 @@ def open_regular(path: Path) -> BinaryIO:
         raise
 
 
+class Hasher(Protocol):
+    """A running sha256: hashlib's, or the compiled engine's ``Sha256``."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
 class RunningDigest:
     """sha256 over a file's bytes ``[0, upto)``.
 
     The tailer feeds every chunk it reads; a chunk only counts when it starts exactly at ``upto``.
     After a restart the digest starts at 0 while the tailer resumes mid-file, so :meth:`catch_up`
     re-reads the gap from disk (in slices, off the event loop) until the two meet again.
+    ``hasher``: hashlib's sha256 unless given (the compiled engine's, which its reads update).
     """
 
-    def __init__(self) -> None:
-        self._hash = hashlib.sha256()
+    def __init__(self, hasher: Hasher | None = None) -> None:
+        self._hash: Hasher = hashlib.sha256() if hasher is None else hasher
         self.upto = 0
 
     def feed(self, offset: int, data: bytes) -> None:
         if offset == self.upto and data:
             self._hash.update(data)
             self.upto += len(data)
+
+    def hasher_at(self, offset: int) -> Hasher | None:
+        """The hasher, when a read at ``offset`` counts (it starts at :attr:`upto`); else None.
+        Whoever reads then hashes the bytes into it and reports them with :meth:`hashed`."""
+        return self._hash if offset == self.upto else None
+
+    def hashed(self, length: int) -> None:
+        """``length`` bytes read at :attr:`upto` were hashed into :meth:`hasher_at`'s hasher."""
+        self.upto += length
 
     def catch_up(self, path: Path, end: int, budget: int | None = None) -> None:
         """Blocking: hash ``path`` from ``upto`` towards ``end`` (at most ``budget`` bytes).
@@ -73,6 +91,56 @@ def read_chunk(path: Path, offset: int, length: int, digest: RunningDigest) -> b
         data = f.read(length)
     digest.feed(offset, data)
     return data
+
+
+class ReadChunk(Protocol):
+    """The bytes of one read: ``bytes`` (:class:`PythonReads`), or the compiled engine's ``Chunk``
+    (:class:`NativeReads`), which only its own line engine is handed, without a copy."""
+
+    def __len__(self) -> int: ...
+
+
+class ChunkReads(Protocol):
+    """How a tailer reads an hour file's new bytes and keeps its digest (both blocking)."""
+
+    def digest(self) -> RunningDigest:
+        """A new digest of a file, at byte 0."""
+
+    def read(self, path: Path, offset: int, length: int, digest: RunningDigest) -> ReadChunk:
+        """Up to ``length`` bytes at ``offset`` (fewer at the end), fed to ``digest`` when they count."""
+
+
+class PythonReads:
+    """The standard library's reads and hashlib's sha256, in two passes over a read."""
+
+    def digest(self) -> RunningDigest:
+        return RunningDigest()
+
+    def read(self, path: Path, offset: int, length: int, digest: RunningDigest) -> ReadChunk:
+        return read_chunk(path, offset, length, digest)
+
+
+class NativeReads:
+    """The compiled engine's reads (``native``: the module ``hyperdata_sidecar_engine``): one call
+    with the GIL released reads the file in cache-sized pieces and hashes each right after it was
+    read, into a buffer the engine's ``LineEngine.feed`` takes without a copy. A regular file only,
+    as :func:`open_regular` has it; the same ``OSError`` otherwise."""
+
+    def __init__(self, native: Any) -> None:
+        self.native = native
+
+    def digest(self) -> RunningDigest:
+        return RunningDigest(self.native.Sha256())
+
+    def read(self, path: Path, offset: int, length: int, digest: RunningDigest) -> ReadChunk:
+        hasher = digest.hasher_at(offset)
+        chunk: ReadChunk = self.native.read_chunk(path, offset, length, hasher)
+        if hasher is not None:
+            digest.hashed(len(chunk))
+        return chunk
+
+
+PYTHON_READS = PythonReads()
 
 
 def read_head(path: Path, length: int) -> bytes:

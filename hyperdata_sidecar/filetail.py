@@ -10,8 +10,10 @@ read at a time, and holds the partial line between reads. There are two, with on
   numbers and produces a whole read on its own librdkafka producer with the GIL released, and counts
   the delivery reports in Rust. A line its inspection cannot vouch for comes back for Python's
   :func:`~hyperdata_sidecar.core.lineinfo.inspect_line` (so dead-letter details are the reference's).
-  Given a Python ``produce`` callable instead of its producer (the tailer's unit tests' fake broker),
-  it calls it per record as the reference writer does, with the cycle's Python :class:`Deliveries`.
+  Its file is read by the engine too (:class:`~hyperdata_sidecar.digest.NativeReads`: the bytes and
+  the file's sha256 in one call, handed over without a copy). Given a Python ``produce`` callable
+  instead of its producer (the tailer's unit tests' fake broker), it calls it per record as the
+  reference writer does, with the cycle's Python :class:`Deliveries`.
 
 Both hand a read over through a :class:`Handover` the tailer steps until done, waiting for room or
 holding the table in between; the rare paths (the unterminated last line, a rejected record's dead
@@ -44,6 +46,7 @@ from hyperdata_sidecar.core.splitter import Item, Line, LineSplitter, OversizeLi
 from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.core.times import epoch_of
 from hyperdata_sidecar.core.window import Cycle, WriterState
+from hyperdata_sidecar.digest import PYTHON_READS, ChunkReads, NativeReads, ReadChunk
 from hyperdata_sidecar.publishing import Publisher
 from hyperdata_sidecar.reader import HourFileReader
 
@@ -80,7 +83,7 @@ class LineEngine(Protocol):
     def deliveries(self) -> Deliveries:
         """The delivery accounting of a new cycle."""
 
-    def handover(self, chunk: bytes, cycle: Cycle) -> Handover:
+    def handover(self, chunk: ReadChunk, cycle: Cycle) -> Handover:
         """The lines of ``chunk`` (and of the partial line held before it), to be handed over as ``cycle``."""
 
     def flush_partial(self) -> Line | OversizeLine | None:
@@ -128,7 +131,8 @@ class PythonLines:
     def deliveries(self) -> Deliveries:
         return Deliveries()
 
-    def handover(self, chunk: bytes, cycle: Cycle) -> Handover:
+    def handover(self, chunk: ReadChunk, cycle: Cycle) -> Handover:
+        assert isinstance(chunk, bytes), "the Python engine's file is read by Python (TailFactory pairs them)"
         acks = cycle.deliveries.cycle_acks(self.topics, self.dlq_partition)
         return _PythonHandover(self.reference, self.splitter.feed(chunk), acks, cycle.tally)
 
@@ -218,7 +222,7 @@ class NativeLines:
             self.native.Deliveries(self.producer, topics.data, topics.data_partitions, topics.dlq, self.dlq_partition)
         )
 
-    def handover(self, chunk: bytes, cycle: Cycle) -> Handover:
+    def handover(self, chunk: ReadChunk, cycle: Cycle) -> Handover:
         return _NativeHandover(self, chunk, cycle)
 
     def sink(self, cycle: Cycle) -> Any:
@@ -251,9 +255,9 @@ class _NativeHandover:
     what the producer raised (its ``ProduceError`` for the engine's own), as the reference writer
     keeps it. A Python ``produce`` is called on the event loop, as the reference writer calls it."""
 
-    def __init__(self, lines: NativeLines, chunk: bytes, cycle: Cycle) -> None:
+    def __init__(self, lines: NativeLines, chunk: ReadChunk, cycle: Cycle) -> None:
         self.lines = lines
-        self.chunk: bytes | None = chunk
+        self.chunk: ReadChunk | None = chunk
         self.tally = cycle.tally
         self.sink = lines.sink(cycle)
         self.refusal: BaseException | None = None
@@ -335,7 +339,7 @@ class TailFactory:
     def tail(self, hour: HourFile, cursor: FileCursor, reader: HourFileReader | None = None) -> FileTail:
         """Tail ``hour`` from ``cursor``; ``reader`` keeps the one already open (its digest), moved to the cursor."""
         if reader is None:
-            reader = HourFileReader(self.settings.watch_dir / hour.relpath, cursor.byte_offset, cursor.head)
+            reader = HourFileReader(self.settings.watch_dir / hour.relpath, cursor.byte_offset, cursor.head, self.reads())
         else:
             reader.position = cursor.byte_offset
         state = WriterState(cursor.byte_offset, cursor.seq_state, cursor.first_block, cursor.last_block)
@@ -348,6 +352,12 @@ class TailFactory:
             late=late,
             watch_until=self.watch_until(cursor),
         )
+
+    def reads(self) -> ChunkReads:
+        """How a file is read: by the compiled engine when the data plane runs it (its line engine
+        takes the engine's chunks), else by Python."""
+        native = self.publisher.native
+        return PYTHON_READS if native is None else NativeReads(native.module)
 
     def engine(self, hour: HourFile, state: WriterState, *, late: bool) -> LineEngine:
         """The line engine of ``hour`` from ``state``: the compiled one when the data plane runs it."""

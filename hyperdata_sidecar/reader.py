@@ -13,7 +13,7 @@ import stat
 import time
 from pathlib import Path
 
-from hyperdata_sidecar.digest import RunningDigest, last_line_start, read_chunk, read_head, read_range
+from hyperdata_sidecar.digest import PYTHON_READS, ChunkReads, ReadChunk, last_line_start, read_head, read_range
 
 HEAD_BYTES = 64  # enough of the first line (its local_time has ns precision) to tell a replaced file
 DIGEST_SLICE = 64 * 1024 * 1024  # digest catch-up per idle poll after a restart
@@ -24,13 +24,16 @@ class HourFileReader:
 
     ``head`` is the hex of the file's first bytes as first seen (up to :data:`HEAD_BYTES`); the
     digest covers ``[0, digest.upto)`` and follows the reads once it has caught up with them.
+    ``reads``: how the bytes are read and hashed (the compiled engine's reads when the worker runs
+    it, see :mod:`hyperdata_sidecar.digest`).
     """
 
-    def __init__(self, path: Path, position: int, head: str) -> None:
+    def __init__(self, path: Path, position: int, head: str, reads: ChunkReads = PYTHON_READS) -> None:
         self.path = path
         self.position = position
         self.head = head
-        self.digest = RunningDigest()
+        self.reads = reads
+        self.digest = reads.digest()
         self.last_size = -1
         self.last_growth_at = time.monotonic()
         self.changed = False  # the last stat() saw another size than the one before
@@ -65,9 +68,9 @@ class HourFileReader:
             self.head = head.hex()
         return None
 
-    async def read(self, length: int) -> bytes:
+    async def read(self, length: int) -> ReadChunk:
         """Up to ``length`` bytes at the position (fewer at the end of the file); advances past them."""
-        chunk = await asyncio.to_thread(read_chunk, self.path, self.position, length, self.digest)
+        chunk = await asyncio.to_thread(self.reads.read, self.path, self.position, length, self.digest)
         self.position += len(chunk)
         return chunk
 

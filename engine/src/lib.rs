@@ -8,6 +8,7 @@ mod inspect;
 mod murmur2;
 mod producer;
 mod python_producer;
+mod reading;
 mod records;
 mod sequencer;
 mod splitter;
@@ -82,9 +83,13 @@ impl LineEngine {
 
     /// Splits `chunk` and hands over its complete lines up to the first undecided one: to `sink`
     /// (a cycle's `Deliveries` on the engine's producer, or a `PythonProducer`), or kept in the
-    /// batch when None.
+    /// batch when None. `chunk`: `bytes`, or the `Chunk` of `read_chunk` (not copied on the way).
     #[pyo3(signature = (chunk, sink=None))]
-    fn feed(&mut self, py: Python<'_>, chunk: &[u8], sink: Option<Target<'_>>) -> PyResult<Batch> {
+    fn feed(&mut self, py: Python<'_>, chunk: &Bound<'_, PyAny>, sink: Option<Target<'_>>) -> PyResult<Batch> {
+        let chunk = match chunk.cast::<reading::Chunk>() {
+            Ok(read) => read.get().bytes(),
+            Err(_) => chunk.cast::<PyBytes>()?.as_bytes(),
+        };
         self.run(py, sink, |engine, sink| engine.feed(chunk, sink))
     }
 
@@ -382,6 +387,9 @@ fn partition_for(key: &[u8], partitions: u32) -> PyResult<u32> {
 #[pymodule]
 fn hyperdata_sidecar_engine(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<LineEngine>()?;
+    module.add_class::<reading::Sha256>()?;
+    module.add_class::<reading::Chunk>()?;
+    module.add_function(wrap_pyfunction!(reading::read_chunk, module)?)?;
     module.add_class::<Batch>()?;
     module.add_class::<HeldLine>()?;
     module.add_class::<producer::Producer>()?;
