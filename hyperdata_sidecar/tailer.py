@@ -198,10 +198,12 @@ class TableTailer:
     def backlog(self) -> Backlog:
         """What is on disk and not yet published, from the sizes last seen (no file is read)."""
         files = []
+        whole = self.order.publishes_unadopted()
         for path, size in self._sizes.items():
             tail = self.files.get(path)
             if tail is None:
-                files.append((size, 0))
+                if whole:
+                    files.append((size, 0))
             elif tail.cursor.stage in GROWING:
                 files.append((max(size, tail.reader.last_size), tail.cursor.byte_offset))
         return backlog_of(files)

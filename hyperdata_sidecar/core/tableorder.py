@@ -52,9 +52,15 @@ class TableOrder:
 
     def adopt(self, *, is_newest: bool) -> Adoption:
         """Where a file seen for the first time starts (``is_newest``: the newest file on disk)."""
-        if not (self.fresh and self.initial_position == "end"):
+        if self.publishes_unadopted():
             return Adoption.FROM_START
         return Adoption.AT_END if is_newest else Adoption.SKIP
+
+    def publishes_unadopted(self) -> bool:
+        """Whether a file seen but not adopted yet will be published whole (what the backlog counts
+        of it): not on a fresh start at the end, where the first scan's files are skipped or start
+        at their last complete line."""
+        return not (self.fresh and self.initial_position == "end")
 
     def scanned(self) -> None:
         """A tick has looked at the table's files once: a fresh start is over."""

@@ -65,3 +65,12 @@ def test_the_carry_moves_when_the_current_file_is_finished_or_lost():
     assert order.carry == (10, 4, 1)
     order.lost((12, 0, 1))
     assert order.carry == (12, 0, 1)
+
+
+def test_only_a_fresh_start_at_the_end_leaves_unadopted_files_out_of_the_backlog():
+    assert not TableOrder(initial_position="end", fresh=True).publishes_unadopted()
+    assert TableOrder(initial_position="end", fresh=False).publishes_unadopted()
+    assert TableOrder(initial_position="beginning", fresh=True).publishes_unadopted()
+    order = TableOrder(initial_position="end", fresh=True)
+    order.scanned()
+    assert order.publishes_unadopted()  # files that appear after the first scan are published whole

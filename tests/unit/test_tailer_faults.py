@@ -136,6 +136,8 @@ async def test_end_with_several_files_skips_every_older_one_and_starts_the_newes
         append(hour_path(watch, hour), LINES)
     host, broker = FakeHost(), FakeBroker(PARTITIONS)
     tailer = new_tailer(watch, host, broker, INITIAL_POSITION="end")
+    tailer.discovered()  # the startup summary's scan, before the first tick
+    assert tailer.backlog == (0, 0)  # the files it will skip, or start at their end, are no backlog
     await run_ticks(tailer)
     stages = {path.rsplit("/", 1)[1]: (cursor.stage, cursor.byte_offset) for path, cursor in host.checkpoints.items()}
     skipped = (CursorStage.SKIPPED, 0)
@@ -146,6 +148,14 @@ async def test_end_with_several_files_skips_every_older_one_and_starts_the_newes
     await run_ticks(tailer)
     assert sorted(r.value for r in broker.records(TOPIC)) == sorted([line(41), line(42)])
     assert [m.path.rsplit("/", 1)[1] for m in host.rotations] == ["15"]
+
+
+async def test_at_the_beginning_the_startup_backlog_is_every_file_whole(watch: Path):
+    for hour in (12, 13):
+        append(hour_path(watch, hour), LINES)
+    tailer = new_tailer(watch, FakeHost(), FakeBroker(PARTITIONS), INITIAL_POSITION="beginning")
+    tailer.discovered()
+    assert tailer.backlog == (2 * len(LINES), 2)
 
 
 # -- the backlog and the newest hour file during a long catch-up ---------------------------------
