@@ -59,8 +59,10 @@ class DataPlane:
 
     Lifecycle: :meth:`connect` (retried by the caller until it succeeds), then :meth:`serve` runs
     as a task until :meth:`close`. ``on_broker(connected)`` is called on every change of the
-    broker's reachability, ``on_error(kind)`` for every error librdkafka reports (kind
-    ``transport``, ``login_refused``, ``client`` or ``fatal``), ``on_fatal(error)`` once if one is fatal.
+    broker's reachability, ``on_login_refused(why)`` when the broker refused the producer's login
+    (it stays unreachable until a login succeeds), ``on_error(kind)`` for every error librdkafka
+    reports (kind ``transport``, ``login_refused``, ``client`` or ``fatal``), ``on_fatal(error)``
+    once if one is fatal.
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class DataPlane:
         log: EventLog,
         *,
         on_broker: Callable[[bool], None],
+        on_login_refused: Callable[[str], None],
         on_error: Callable[[str], None],
         on_fatal: Callable[[KafkaError], None],
         engine_module: Any = None,
@@ -77,6 +80,7 @@ class DataPlane:
         self.engine_module = engine_module  # hyperdata_sidecar_engine when the worker runs the native engine
         self.log = log
         self._on_broker = on_broker
+        self._on_login_refused = on_login_refused
         self._on_error = on_error
         self._on_fatal = on_fatal
         self._producer: Any = None  # confluent_kafka.Producer, or the compiled engine's Producer
@@ -292,6 +296,8 @@ class DataPlane:
         if refused is not None:
             # librdkafka tries the login again at every reconnect (every 2 s at most): one line a minute.
             self._on_error("login_refused")
+            self._set_connected(False)
+            self._on_login_refused(str(refused))
             self.log.limited(
                 logging.ERROR,
                 "broker_login_refused",

@@ -78,7 +78,12 @@ class Sidecar:
         self.readiness = Readiness(settings, self.metrics, self.log, self.state_problem)
         self.incidents = IncidentHistory(self.metrics, self.log)
         self.dataplane = DataPlane(
-            settings, self.log, on_broker=self.readiness.broker_state, on_error=self.metrics.producer_error, on_fatal=self._fatal
+            settings,
+            self.log,
+            on_broker=self.readiness.broker_state,
+            on_login_refused=self.readiness.broker_refused_login,
+            on_error=self.metrics.producer_error,
+            on_fatal=self._fatal,
         )
         self.sink = make_sink(settings.backup_sink, settings.backup_dir)
         prefix = app.conf.id

@@ -29,6 +29,7 @@ class Readiness:
         self.lifecycle = Lifecycle()
         self.broker_connected = False
         self.broker_wait: str | None = None  # while the worker waits for the broker at start: why
+        self.login_refused: str | None = None  # the broker refused the producer's login: its words, until it connects
         self.holds: dict[str, str] = {}  # table -> why it cannot publish now
         self.unreadable: dict[str, str] = {}  # table -> the error of its last poll, while its polls fail
 
@@ -43,10 +44,17 @@ class Readiness:
         self._metrics.set_ready(not self.not_ready_reasons())
 
     def broker_state(self, connected: bool) -> None:
+        if connected:
+            self.login_refused = None
         if connected != self.broker_connected:
             self.broker_connected = connected
             self._metrics.set_broker_connected(connected)
             self.log.info("broker_connected" if connected else "broker_unreachable", bootstrap=self._settings.kafka_bootstrap)
+
+    def broker_refused_login(self, why: str) -> None:
+        """The broker refused the producer's login (a password changed on one side only): said as
+        the reason the worker is not ready, instead of an unreachable broker, until it connects."""
+        self.login_refused = why
 
     def hold(self, table: str, reason: str | None) -> None:
         if reason is None:
@@ -64,7 +72,7 @@ class Readiness:
         if self.broker_wait is not None:
             reasons.append(self.broker_wait)
         elif not self.broker_connected and self.lifecycle.phase is not Phase.STOPPING:
-            reasons.append(f"broker unreachable ({self._settings.kafka_bootstrap})")
+            reasons.append(self.login_refused or f"broker unreachable ({self._settings.kafka_bootstrap})")
         reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(self.holds.items())]
         reasons += [
             f"{table}: cannot read the watched tree, keeping its position: {error}"

@@ -20,13 +20,17 @@ def make(tmp_path, **env: str) -> tuple[DataPlane, list, list]:
 
 
 def make_counting(tmp_path, **env: str) -> tuple[DataPlane, list, list, list]:
-    """A data plane whose broker changes, error kinds and fatal errors land in lists."""
+    """A data plane whose broker changes (a refused login as its words), error kinds and fatal
+    errors land in lists."""
     settings = load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID": "unit", **env})
-    changes, errors, fatal = [], [], []
+    changes: list = []
+    errors: list = []
+    fatal: list = []
     plane = DataPlane(
         settings,
         EventLog(logging.getLogger("tests.dataplane")),
         on_broker=changes.append,
+        on_login_refused=changes.append,
         on_error=errors.append,
         on_fatal=fatal.append,
     )
@@ -88,7 +92,7 @@ def test_a_broker_transport_error_is_counted_as_transport_every_time(tmp_path, c
 
 
 def test_a_refused_login_is_counted_as_login_refused_every_time_and_named_in_its_own_line(tmp_path, caplog):
-    plane, _, errors, _ = make_counting(
+    plane, changes, errors, _ = make_counting(
         tmp_path,
         KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT",
         KAFKA_SASL_MECHANISM="PLAIN",
@@ -106,6 +110,10 @@ def test_a_refused_login_is_counted_as_login_refused_every_time_and_named_in_its
     assert (fields["mechanism"], fields["user"]) == ("PLAIN", "sidecar")
     assert fields["error"] == f"the broker refused the login (SASL PLAIN, user sidecar): {detail}"
     assert "pw-never-shown" not in repr(fields)
+    # Readiness hears it every time (the worker's not-ready reason), until a login succeeds.
+    assert changes == [fields["error"]] * 3
+    plane._config()["stats_cb"](stats("UP"))
+    assert changes[-1] is True
 
 
 def test_another_producer_error_is_counted_as_client(tmp_path, caplog):

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import faust
+import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from confluent_kafka import KafkaError
 
 from hyperdata_sidecar.config import load_settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
@@ -134,6 +136,27 @@ async def test_readiness_names_the_broker_it_waits_for_and_a_table_that_cannot_p
     assert (await holding.json())["reasons"] == [
         f"{FILLS}: cannot publish, keeping its position: hyperliquid.fills: UNKNOWN_TOPIC_OR_PART (Broker: Unknown topic or partition)"
     ]
+
+
+async def test_readiness_says_the_broker_refused_the_login_until_a_login_succeeds(served) -> None:
+    sidecar, client = served
+    run_as_started(sidecar, {})
+    callbacks = sidecar.dataplane._config()
+    callbacks["stats_cb"](orjson.dumps({"brokers": {"b1": {"state": "UP"}}}).decode())  # connected, then
+    callbacks["error_cb"](KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: Authentication failed"))
+    refused = await client.get("/readyz")
+    callbacks["stats_cb"](orjson.dumps({"brokers": {"b1": {"state": "UP"}}}).decode())
+    ready = await client.get("/readyz")
+    callbacks["stats_cb"](orjson.dumps({"brokers": {"b1": {"state": "DOWN"}}}).decode())
+    unreachable = await client.get("/readyz")
+
+    assert refused.status == 503
+    [reason] = (await refused.json())["reasons"]
+    assert reason.startswith("the broker refused the login (") and reason.endswith(
+        "SASL authentication error: Authentication failed"
+    )
+    assert ready.status == 200
+    assert (await unreachable.json())["reasons"] == [f"broker unreachable ({sidecar.settings.kafka_bootstrap})"]
 
 
 # ---------------------------------------------------------------------- metrics
