@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as ConfluentPartition
+from confluent_kafka.admin import AdminClient
 
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.devkafka import LocalKafka, free_low_port
@@ -599,17 +600,32 @@ async def _seconds_until(worker, condition: Callable[[], bool], timeout_s: float
 
 
 async def _delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete ``topic`` and wait until that incarnation is gone: the name no longer listed, or listed
+    with another topic id (with auto-create on, the worker's own metadata requests can create the
+    topic again between two looks, so "not listed" may never be seen)."""
+    deleted = await asyncio.to_thread(_topic_id, bootstrap, topic)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         await admin.delete_topics([topic])
         for _ in range(120):
-            if topic not in await admin.list_topics():
+            if await asyncio.to_thread(_topic_id, bootstrap, topic) != deleted:
                 return
             await asyncio.sleep(0.25)
-        raise DrillError(f"{topic} still listed 30 s after its deletion")
+        raise DrillError(f"{topic} (id {deleted}) still there 30 s after its deletion")
     finally:
         await admin.close()
+
+
+def _topic_id(bootstrap: str, topic: str) -> str | None:
+    """Blocking: the id of ``topic``'s current incarnation, or None when there is none."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        return str(admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=10).topic_id)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        raise
 
 
 async def _wait_for_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> int:
