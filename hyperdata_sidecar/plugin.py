@@ -323,6 +323,7 @@ class Sidecar:
         broker refused the login; else ``broker_connect_failed``) and return its error."""
         self.readiness.broker_state(False)
         if isinstance(exc, LoginRefused):
+            self.readiness.broker_refused_login(str(exc))
             self.metrics.producer_error("login_refused")
             self.log.error(
                 "broker_login_refused",

@@ -16,6 +16,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from confluent_kafka import KafkaError
 
+from hyperdata_sidecar.broker_login import LoginRefused
 from hyperdata_sidecar.config import load_settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
 from hyperdata_sidecar.core.lifecycle import Phase
@@ -157,6 +158,18 @@ async def test_readiness_says_the_broker_refused_the_login_until_a_login_succeed
     )
     assert ready.status == 200
     assert (await unreachable.json())["reasons"] == [f"broker unreachable ({sidecar.settings.kafka_bootstrap})"]
+
+
+async def test_readiness_says_the_broker_refused_the_login_while_connecting(served) -> None:
+    sidecar, client = served
+    sidecar.lifecycle.move(Phase.CONNECTING)
+    sidecar.connect_failed(LoginRefused(sidecar.settings.security, "Invalid username or password"), 1, 0.5)
+    refused = await (await client.get("/readyz")).json()
+    sidecar.readiness.broker_state(True)
+    connected = await (await client.get("/readyz")).json()
+
+    assert any(reason.startswith("the broker refused the login (") for reason in refused["reasons"])
+    assert not any("refused the login" in reason for reason in connected["reasons"])
 
 
 # ---------------------------------------------------------------------- metrics
