@@ -6,6 +6,7 @@
 mod engine;
 mod inspect;
 mod murmur2;
+mod poller;
 mod producer;
 mod python_producer;
 mod reading;

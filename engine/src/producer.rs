@@ -5,7 +5,8 @@
 //! a partition hold across both):
 //! - the records of a cycle, produced by the line engine with the GIL released: each carries its
 //!   (topic, partition) group of the cycle's [`Deliveries`], and its delivery report is counted in
-//!   Rust on librdkafka's polling thread (counts, failures by position, first and last offset);
+//!   Rust on the producer's events thread ([`crate::poller`]: counts, failures by position, first
+//!   and last offset);
 //! - single records produced from Python (`produce`, positional like confluent-kafka's, for
 //!   redelivery and seals): their `on_delivery(err, msg)` callbacks are queued and called by
 //!   `poll()` on the thread that polls, as confluent-kafka does.
@@ -30,9 +31,10 @@ use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, FromClientConfigAndContext, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
-use rdkafka::producer::{Producer as _, ProducerContext, PurgeConfig, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, Producer as _, ProducerContext, PurgeConfig};
 use rdkafka::types::RDKafkaRespErr;
 
+use crate::poller::Poller;
 use crate::records::{Destination, RecordRef};
 
 create_exception!(
@@ -188,7 +190,7 @@ enum Event {
     Stats(String),
 }
 
-/// Runs on librdkafka's threads (and rust-rdkafka's polling thread): counts, queues, never calls Python.
+/// Runs on librdkafka's threads (and the engine's events thread, [`crate::poller`]): counts, queues, never calls Python.
 #[derive(Default)]
 pub struct Context {
     /// Reports counted in Rust since the last `poll()` (they wake the waiters on the Python side).
@@ -281,7 +283,10 @@ pub enum Refusal {
 pub struct Producer {
     /// Declared before `inner`: the handles are destroyed before the client (fields drop in order).
     topics: Mutex<HashMap<String, Arc<TopicHandle>>>,
-    inner: ThreadedProducer<Context>,
+    /// Kept for its thread, which serves the client's events; declared before `inner` too, so the
+    /// thread stops before the client is destroyed.
+    _poller: Poller,
+    inner: Arc<BaseProducer<Context>>,
     client_id: String,
     error_cb: Option<Py<PyAny>>,
     stats_cb: Option<Py<PyAny>>,
@@ -364,6 +369,9 @@ impl Producer {
 /// A record produced from Python without a partition: librdkafka's partitioner picks one.
 pub const ANY_PARTITION: u32 = u32::MAX;
 
+/// The longest `purge()` waits for the purged records' reports.
+const PURGE_WAIT: Duration = Duration::from_secs(5);
+
 fn refusal(code: RDKafkaErrorCode) -> Refusal {
     match code {
         RDKafkaErrorCode::QueueFull => Refusal::QueueFull,
@@ -441,10 +449,13 @@ impl Producer {
         // rust-rdkafka sets the client's level after creating it (from the log crate's, which is
         // off here): take the configuration's `log_level` instead, as confluent-kafka does.
         client.set_log_level(log_level(client.get("log_level")));
-        let inner = ThreadedProducer::from_config_and_context(&client, Context::default())
+        let inner = BaseProducer::from_config_and_context(&client, Context::default())
+            .map(Arc::new)
             .map_err(|error| PyValueError::new_err(format!("producer configuration: {error}")))?;
+        let poller = Poller::start(Arc::clone(&inner))?;
         Ok(Producer {
             topics: Mutex::new(HashMap::new()),
+            _poller: poller,
             inner,
             client_id,
             error_cb,
@@ -543,9 +554,18 @@ impl Producer {
         Ok(self.__len__())
     }
 
-    /// Drops every record not yet delivered (their reports fail with `_PURGE_QUEUE`/`_PURGE_INFLIGHT`).
+    /// Drops every record not yet delivered (their reports fail with `_PURGE_QUEUE`/`_PURGE_INFLIGHT`)
+    /// and returns once those reports are counted, or queued for the next `poll()` (as after
+    /// confluent-kafka's `purge()`, whose next `poll(0)` serves them), or after [`PURGE_WAIT`].
     fn purge(&self, py: Python<'_>) {
-        py.detach(|| self.inner.purge(PurgeConfig::default().queue().inflight()));
+        py.detach(|| {
+            self.inner.purge(PurgeConfig::default().queue().inflight());
+            let deadline = std::time::Instant::now() + PURGE_WAIT;
+            // librdkafka has queued the reports; the events thread hands them over at once.
+            while self.inner.in_flight_count() > 0 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
     }
 
     /// Asks the broker for `topic`'s metadata now (librdkafka then knows its partitions); the
