@@ -20,7 +20,7 @@ import faust
 from aiokafka.errors import KafkaError
 from mode import Service
 
-from hyperdata_sidecar import broker_login, metadata_backoff
+from hyperdata_sidecar import aiokafka_backoff, broker_login
 from hyperdata_sidecar.backup import make_sink
 from hyperdata_sidecar.broker_login import LoginRefused
 from hyperdata_sidecar.config import ConfigError, Settings, check_runtime, load_settings
@@ -558,8 +558,8 @@ class SidecarRuntime(Service):
 def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
     """Install the sidecar on ``app`` and return it.
 
-    Called once per app, before the worker starts. Also installs, once per process, a pause after a
-    failed aiokafka metadata refresh (:mod:`hyperdata_sidecar.metadata_backoff`). Registers: the
+    Called once per app, before the worker starts. Also installs, once per process, pauses after a
+    failed aiokafka metadata refresh or connection (:mod:`hyperdata_sidecar.aiokafka_backoff`). Registers: the
     internal progress, rotation, backup-attempt and snapshot-event topics, the
     ``sidecar-offsets``/``sidecar-seals``/``sidecar-backups``/``sidecar-snapshots`` RocksDB tables, one
     polling loop per node table and one for the node's snapshots, the
@@ -570,7 +570,7 @@ def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
     from hyperdata_sidecar.agents import install_agents
     from hyperdata_sidecar.web import install_pages
 
-    metadata_backoff.install()
+    aiokafka_backoff.install()
 
     if getattr(app, INSTALLED_ATTR, None) is not None:
         raise RuntimeError(f"hyperdata-sidecar is already installed on app {app.conf.id!r}")

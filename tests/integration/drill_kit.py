@@ -284,6 +284,28 @@ def cpu_s(process_id: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def thread_cpu_s(process_id: int) -> dict[str, float]:
+    """CPU seconds used so far by each thread name of the process ("main" for the first thread;
+    threads sharing a name are added up). Threads that ended meanwhile are missing."""
+    used: dict[str, float] = {}
+    for task in os.listdir(f"/proc/{process_id}/task"):
+        try:
+            with open(f"/proc/{process_id}/task/{task}/stat") as stat:
+                head, tail = stat.read().rsplit(")", 1)
+        except OSError:
+            continue  # ended between the listing and the read
+        fields = tail.split()
+        name = "main" if int(task) == process_id else head.split("(", 1)[1]
+        used[name] = used.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return used
+
+
+def busiest(before: dict[str, float], after: dict[str, float], seconds: float, top: int = 4) -> str:
+    """The ``top`` threads by their share of a core between two :func:`thread_cpu_s`."""
+    shares = sorted(((after[name] - before.get(name, 0.0)) / seconds, name) for name in after)
+    return ", ".join(f"{name} {100 * share:.1f}%" for share, name in reversed(shares[-top:]))
+
+
 def log_lines(sidecar: Sidecar) -> int:
     with open(sidecar.root / "run" / "worker.log", "rb") as log:
         return sum(1 for _ in log)

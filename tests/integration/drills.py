@@ -51,6 +51,7 @@ from drill_kit import (
     DrillContext,
     DrillError,
     DrillResult,
+    busiest,
     caught_up,
     cpu_s,
     end_offsets,
@@ -66,6 +67,7 @@ from drill_kit import (
     records_since,
     rss_kib,
     terminate,
+    thread_cpu_s,
     wait_for,
 )
 from hostile import collect_hostile_lines
@@ -223,6 +225,7 @@ async def broker_down(
         await asyncio.to_thread(ctx.broker.stop)
         down_at = time.monotonic()
         rss_before, cpu_before, log_before = rss_kib(process), cpu_s(process), log_lines(sidecar)
+        threads_before = thread_cpu_s(process)
         rss_max, rss_half, not_ready_after = rss_before, None, None
         while time.monotonic() - down_at < outage_s:
             await asyncio.sleep(1.0)
@@ -238,7 +241,8 @@ async def broker_down(
         if alive:
             spent, lines = cpu_s(process) - cpu_before, log_lines(sidecar) - log_before
             share = spent / outage_s
-            result.note(f"during the outage: CPU {100 * share:.1f}% of a core, {lines} worker log lines")
+            by_thread = busiest(threads_before, thread_cpu_s(process), outage_s)
+            result.note(f"during the outage: CPU {100 * share:.1f}% of a core ({by_thread}), {lines} worker log lines")
             result.check("CPU during the outage <= 5% of a core", share <= 0.05, f"{100 * share:.1f}%")
             # Each kind of line passes once as the outage begins, then once a minute: at most 10 a started minute.
             bound = 10 * math.ceil(outage_s / 60)
