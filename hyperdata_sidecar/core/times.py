@@ -28,6 +28,13 @@ def epoch_of(text: str | None) -> float | None:
 
 
 def hour_start_epoch(date: str, hour: str) -> float:
-    """Epoch seconds of the start of the UTC hour an hour file is named for (``<YYYYMMDD>/<H>``)."""
-    day = datetime.strptime(date, "%Y%m%d").replace(tzinfo=UTC)
+    """Epoch seconds of the start of the UTC hour an hour file is named for (``<YYYYMMDD>/<H>``).
+    Raises ValueError for a date that is not eight ASCII digits of a calendar day.
+
+    From the digits, not ``strptime`` (which looks up the locale on every call): every table's
+    polling loop asks on every tick, and ``strptime`` was two fifths of an idle tick.
+    """
+    if len(date) != 8 or not (date.isascii() and date.isdigit()):
+        raise ValueError(f"not a YYYYMMDD date: {date!r}")
+    day = datetime(int(date[:4]), int(date[4:6]), int(date[6:]), tzinfo=UTC)
     return day.timestamp() + int(hour) * 3600
