@@ -65,8 +65,15 @@ def broker(monkeypatch: pytest.MonkeyPatch) -> _Broker:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """A fake monotonic clock; the pause's waits advance it and are listed in ``clock[1:]``."""
     now = [1000.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+        now.append(seconds)
+
     monkeypatch.setattr(aiokafka_backoff, "_now", lambda: now[0])
+    monkeypatch.setattr(aiokafka_backoff, "_sleep", sleep)
     return now
 
 
@@ -78,14 +85,17 @@ def _client() -> AIOKafkaClient:
     return client
 
 
-async def test_a_node_whose_connection_failed_is_not_tried_again_within_the_pause(broker, clock):
+PAUSE = aiokafka_backoff.FAILED_CONNECT_PAUSE_S
+
+
+async def test_within_the_pause_a_request_waits_it_out_and_is_not_ready_without_an_attempt(broker, clock):
     client = _client()
     assert await client.ready(1) is False
-    assert broker.attempts == 1
-    clock[0] += aiokafka_backoff.FAILED_CONNECT_PAUSE_S / 2
+    assert (broker.attempts, clock[1:]) == (1, [])
+    clock[0] += PAUSE / 4
     assert await client.ready(1) is False
     assert broker.attempts == 1, "tried again within the pause"
-    clock[0] += aiokafka_backoff.FAILED_CONNECT_PAUSE_S / 2
+    assert clock[1:] == [PAUSE * 3 / 4], "did not wait out the rest of the pause"
     assert await client.ready(1) is False
     assert broker.attempts == 2, "not tried again once the pause had passed"
 
@@ -94,8 +104,7 @@ async def test_a_returning_broker_is_connected_after_the_pause_and_the_pause_is_
     client = _client()
     assert await client.ready(1) is False
     broker.up = True
-    assert await client.ready(1) is False  # within the pause
-    clock[0] += aiokafka_backoff.FAILED_CONNECT_PAUSE_S
+    assert await client.ready(1) is False  # waits out the pause
     assert await client.ready(1) is True
     assert broker.attempts == 2
     # Connected: a later failure pauses afresh, from its own time.
@@ -103,6 +112,7 @@ async def test_a_returning_broker_is_connected_after_the_pause_and_the_pause_is_
     broker.up = False
     assert await client.ready(1) is False
     assert broker.attempts == 3
+    assert clock[1:] == [PAUSE]
 
 
 async def test_the_pause_is_per_node_and_per_client(broker, clock):
@@ -111,4 +121,4 @@ async def test_the_pause_is_per_node_and_per_client(broker, clock):
     assert await client.ready(1) is False
     assert await client.ready(2) is False
     assert await other.ready(1) is False
-    assert broker.attempts == 3
+    assert (broker.attempts, clock[1:]) == (3, [])
