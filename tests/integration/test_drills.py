@@ -43,7 +43,10 @@ async def test_sigkill_three_times_mid_tail_loses_nothing_seals_once_and_duplica
 async def test_a_broker_outage_loses_nothing_repeats_nothing_and_keeps_every_partition_in_order(ctx, during):
     if ctx.broker is None:
         pytest.skip("HYPERDATA_TEST_BOOTSTRAP names an external broker this test may not stop")
-    result = await broker_down(ctx, outage_s=20.0, during=during, lines_per_hour=20_000)
+    # The requirement's 5 % of a core is checked at full scale (make drills, 90 s). Over CI's 20 s it
+    # measured 4.2-7.2 % on the CI machine with the same code (docs/reliability.md, drill 2): here
+    # the bound catches what it guards against, a retry loop spinning (aiokafka's took a whole core).
+    result = await broker_down(ctx, outage_s=20.0, during=during, lines_per_hour=20_000, cpu_bound=0.10)
     assert result.ok, result.describe()
 
 
