@@ -104,7 +104,8 @@ class Producer:
     def flush(self, timeout: float = -1.0) -> int:
         """Wait for every record's report (``timeout`` < 0: no limit); how many are left."""
     def purge(self) -> None:
-        """Drop every record not yet delivered (their reports fail with a purge error)."""
+        """Drop every record not yet delivered (their reports fail with a purge error); returns once
+        their reports are in, so the next ``poll()`` serves them (at most 5 s)."""
     def refresh_metadata(self, topic: str, timeout: float = 10.0) -> str | None:
         """Ask the broker for ``topic``'s metadata now; the error as text, or None."""
 
