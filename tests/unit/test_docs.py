@@ -1,5 +1,5 @@
-"""The docs list what the code does: README's log-event table names every event the sidecar logs and
-nothing else; docs/operations.md's alert table names every alerting rule of deploy/prometheus/, with
+"""The docs list what the code does: docs/operations.md's log-event table names every event the
+sidecar logs and nothing else; its alert table names every alerting rule of deploy/prometheus/, with
 its severity and a runbook section, and nothing else.
 
 Events are found in the sources, not at run time: every call of ``info``/``warning``/``error``/
@@ -17,7 +17,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = (REPO / "hyperdata_sidecar", REPO / "agents")
-README = REPO / "README.md"
 OPERATIONS = REPO / "docs" / "operations.md"
 ALERT_RULES = REPO / "deploy" / "prometheus" / "alerts.yml"
 # EventLog's methods and the position of the event name among their arguments.
@@ -84,8 +83,8 @@ def section(path: Path, heading: str) -> str:
 
 
 def listed_events() -> list[str]:
-    """The first column of README's log-event table."""
-    return re.findall(r"^\| `([a-z0-9_]+)` \|", section(README, "### Log events"), flags=re.MULTILINE)
+    """The first column of operations.md's log-event table."""
+    return re.findall(r"^\| `([a-z0-9_]+)` \|", section(OPERATIONS, "## Log events"), flags=re.MULTILINE)
 
 
 def alert_table() -> dict[str, tuple[str, str]]:
@@ -119,21 +118,21 @@ def test_every_event_name_in_the_code_is_a_literal() -> None:
     assert unreadable == [], "event names must be string literals (or a choice between them) so the docs can list them"
 
 
-def test_every_event_the_code_logs_is_in_the_readme_list() -> None:
+def test_every_event_the_code_logs_is_in_the_operations_list() -> None:
     listed = set(listed_events())
 
     missing = {name: where for name, where in logged_events().items() if name not in listed}
 
-    assert missing == {}, "add these to README.md's 'Log events' table"
+    assert missing == {}, "add these to docs/operations.md's 'Log events' table"
 
 
-def test_every_event_in_the_readme_list_is_logged_by_the_code() -> None:
+def test_every_event_in_the_operations_list_is_logged_by_the_code() -> None:
     logged = logged_events()
 
     assert [name for name in listed_events() if name not in logged] == []
 
 
-def test_the_readme_lists_each_event_once() -> None:
+def test_the_operations_list_names_each_event_once() -> None:
     listed = listed_events()
 
     assert sorted(name for name in set(listed) if listed.count(name) > 1) == []
