@@ -1,6 +1,8 @@
 """The docs list what the code does: docs/operations.md's log-event table names every event the
 sidecar logs and nothing else; its alert table names every alerting rule of deploy/prometheus/, with
-its severity and a runbook section, and nothing else.
+its severity and a runbook section, and nothing else. And the docs hold together: README.md stays a
+front door of at most 250 lines, no doc names a path outside the repository, and every relative link
+of README.md and docs/ leads to a file of the repository (and a heading of it, for an anchor).
 
 Events are found in the sources, not at run time: every call of ``info``/``warning``/``error``/
 ``limited`` on an object named ``log`` (the :class:`~hyperdata_sidecar.logs.EventLog` of the
@@ -17,7 +19,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = (REPO / "hyperdata_sidecar", REPO / "agents")
+README = REPO / "README.md"
+DOCS = [README, *sorted((REPO / "docs").glob("*.md"))]
 OPERATIONS = REPO / "docs" / "operations.md"
+README_MAX_LINES = 250
 ALERT_RULES = REPO / "deploy" / "prometheus" / "alerts.yml"
 # EventLog's methods and the position of the event name among their arguments.
 EVENT_ARGUMENT = {"info": 0, "warning": 0, "error": 0, "limited": 1}
@@ -168,3 +173,56 @@ def test_each_alert_has_a_runbook_section_its_table_row_and_rule_link_to(name: s
     assert name in headings(OPERATIONS, "###")
     assert alert_table()[name][0] == anchor
     assert alert_rules()[name][1] == f"docs/operations.md#{anchor}"
+
+
+# ---------------------------------------------------------------------- the docs as a whole
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file: lower case, punctuation dropped,
+    spaces as hyphens, a repeated one numbered (``-1``, ``-2``, ...)."""
+    found: set[str] = set()
+    for heading in re.findall(r"^#+ (.+)$", without_code_blocks(path.read_text()), flags=re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchor, n = slug, 0
+        while anchor in found:
+            n += 1
+            anchor = f"{slug}-{n}"
+        found.add(anchor)
+    return found
+
+
+def without_code_blocks(text: str) -> str:
+    return re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def relative_links(path: Path) -> list[str]:
+    """The targets of the Markdown links of ``path`` that are not URLs, outside code."""
+    text = re.sub(r"`[^`\n]*`", "", without_code_blocks(path.read_text()))
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    return [t for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:", t)]
+
+
+def test_the_readme_is_a_front_door_of_at_most_250_lines() -> None:
+    lines = len(README.read_text().splitlines())
+
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move the detail into docs/"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_no_doc_names_a_path_outside_the_repository(doc: Path) -> None:
+    text = doc.read_text()
+
+    assert [line for line in text.splitlines() if "../" in line or "shared/reference" in line] == []
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_relative_link_leads_to_a_file_and_heading_of_the_repository(doc: Path) -> None:
+    def leads_somewhere(target: str) -> bool:
+        file_part, _, anchor = target.partition("#")
+        linked = (doc.parent / file_part).resolve() if file_part else doc
+        if REPO not in linked.parents or not linked.exists():
+            return False
+        return not anchor or linked.suffix != ".md" or anchor in anchors(linked)
+
+    assert [target for target in relative_links(doc) if not leads_somewhere(target)] == []
