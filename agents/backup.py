@@ -28,30 +28,51 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import faust
 from aiokafka.errors import KafkaError
 from hyperdata_sidecar.agents.rotations import manifests
 
-from hyperdata_sidecar.backup import BackupError, NoBackupSink
+from hyperdata_sidecar.backup import BackupError, BackupSink, NoBackupSink
+from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.backup_plan import BackupSubject, Outcome, RetrySchedule, after_failure, superseded
 from hyperdata_sidecar.core.backup_status import BackupStatus, status_of
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.snapshots import SnapshotBackup
 from hyperdata_sidecar.core.times import iso_utc
-
-if TYPE_CHECKING:
-    from hyperdata_sidecar.ports import BackupAgentHost
+from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.state_writer import StateTables, StateWriter
 
 RETRY_TICK_S = 1.0  # how often due retries are looked for
 
 
 class BackupWorker:
-    """Makes backup attempts for one sidecar and schedules the retries of the failed ones."""
+    """Makes backup attempts for one sidecar and schedules the retries of the failed ones; its
+    results go to the ``sidecar-backups`` table of ``tables``, through ``writer``."""
 
-    def __init__(self, sidecar: BackupAgentHost) -> None:
-        self.sidecar = sidecar
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        sink: BackupSink,
+        tables: StateTables,
+        attempts: faust.types.TopicT,
+        writer: StateWriter,
+        run_id: str,
+        metrics: SidecarMetrics,
+        log: EventLog,
+    ) -> None:
+        self.settings = settings
+        self.sink = sink
+        self.tables = tables
+        self.attempts = attempts  # the internal backup-attempts topic
+        self.writer = writer
+        self.run_id = run_id  # the retry records of this process carry it
+        self.metrics = metrics
+        self.log = log
         self.schedule = RetrySchedule()
         self._one_at_a_time = asyncio.Lock()
 
@@ -64,7 +85,7 @@ class BackupWorker:
             await self.requested(str(record.get("path", "")))
             return
         if kind == "retry":
-            if record.get("run") != self.sidecar.run_id:
+            if record.get("run") != self.run_id:
                 return  # an earlier process's: its restart handed the file over again
             subject: BackupSubject
             try:
@@ -77,39 +98,37 @@ class BackupWorker:
             else:
                 await self.attempt(subject)
                 return
-        self.sidecar.log.warning("unknown_backup_attempt_record", record=str(record)[:200])
+        self.log.warning("unknown_backup_attempt_record", record=str(record)[:200])
 
     async def requested(self, path: str) -> None:
         """An operator asked for a new series of tries of ``path`` (the ``backup-retry`` command)."""
-        sidecar = self.sidecar
-        snapshot = sidecar.snapshots.get(path)
+        snapshot = self.tables.snapshots.get(path)
         if snapshot is not None:
-            sidecar.log.info("backup_retry_requested", path=path, revision=1)
+            self.log.info("backup_retry_requested", path=path, revision=1)
             self.schedule.end(path)
             await self.attempt(SnapshotBackup.of_event(snapshot))
             return
         cursor = self._cursor(path)
-        manifest = manifest_from_cursor(cursor, sidecar.settings.node_id) if cursor is not None else None
+        manifest = manifest_from_cursor(cursor, self.settings.node_id) if cursor is not None else None
         if manifest is None:
             stage = cursor.stage.value if cursor is not None else "not tracked"
-            sidecar.log.warning("backup_retry_refused", path=path, reason=f"not a finalized file ({stage})")
+            self.log.warning("backup_retry_refused", path=path, reason=f"not a finalized file ({stage})")
             return
-        sidecar.log.info("backup_retry_requested", path=path, revision=manifest.revision)
+        self.log.info("backup_retry_requested", path=path, revision=manifest.revision)
         self.schedule.end(path)
         await self.attempt(manifest)
 
     async def send_due(self) -> None:
         """Send the retries that are due to the attempts topic (called by a timer)."""
-        sidecar = self.sidecar
         for manifest in self.schedule.due(time.monotonic()):
             try:
                 field = "snapshot" if isinstance(manifest, SnapshotBackup) else "manifest"
-                await sidecar.backup_attempts_topic.send(
-                    key=manifest.path, value={"kind": "retry", "run": sidecar.run_id, field: manifest.to_json().decode()}
+                await self.attempts.send(
+                    key=manifest.path, value={"kind": "retry", "run": self.run_id, field: manifest.to_json().decode()}
                 )
             except (TimeoutError, KafkaError, OSError) as exc:
                 self.schedule.retry(manifest, time.monotonic() + RETRY_TICK_S)
-                sidecar.log.limited(
+                self.log.limited(
                     logging.WARNING, "backup_retry_not_sent", manifest.path, 60.0, path=manifest.path, error=str(exc)
                 )
 
@@ -120,31 +139,29 @@ class BackupWorker:
         async with self._one_at_a_time:
             if await self._no_copy_needed(manifest):
                 return
-            sidecar, path = self.sidecar, manifest.path
+            path = manifest.path
             started = time.monotonic()
             try:
-                existing = await sidecar.sink.find_existing(path, manifest.sha256)
-                ref = existing or await sidecar.sink.backup(
-                    sidecar.settings.watch_dir / path, relpath=path, sha256=manifest.sha256
-                )
+                existing = await self.sink.find_existing(path, manifest.sha256)
+                ref = existing or await self.sink.backup(self.settings.watch_dir / path, relpath=path, sha256=manifest.sha256)
             except BackupError as exc:
                 await self._failed(manifest, exc)
                 return
             tries = self.schedule.tries(path, manifest.revision) + 1
             self.schedule.end(path)
-            sidecar.metrics.backup_result("noop" if existing else "ok")
+            self.metrics.backup_result("noop" if existing else "ok")
             record = {
                 "status": BackupStatus.OK.value,
-                "sink": sidecar.sink.name,
+                "sink": self.sink.name,
                 "attempts": tries,
                 "ref": ref,
                 "sha256": manifest.sha256,
                 "revision": manifest.revision,
                 "at": iso_utc(time.time()),
             }
-            if not await sidecar.state_writer.put(sidecar.backups, path, record):
+            if not await self.writer.put(self.tables.backups, path, record):
                 return
-            sidecar.log.info(
+            self.log.info(
                 "backup",
                 path=path,
                 ref=ref,
@@ -159,12 +176,12 @@ class BackupWorker:
     async def _no_copy_needed(self, manifest: BackupSubject) -> bool:
         """True (with the outcome recorded or logged) when ``manifest`` is not to be copied: backups
         are disabled, the file changed after its seal, a later revision supersedes it, or it is done."""
-        sidecar, path = self.sidecar, manifest.path
-        if isinstance(sidecar.sink, NoBackupSink):
-            await sidecar.state_writer.put(
-                sidecar.backups,
+        path = manifest.path
+        if isinstance(self.sink, NoBackupSink):
+            await self.writer.put(
+                self.tables.backups,
                 path,
-                {"status": BackupStatus.DISABLED.value, "sink": sidecar.sink.name, "revision": manifest.revision},
+                {"status": BackupStatus.DISABLED.value, "sink": self.sink.name, "revision": manifest.revision},
             )
             return True
         cursor = self._cursor(path)
@@ -174,53 +191,53 @@ class BackupWorker:
             error = "the file changed after its seal (it shrank or its first bytes changed); the sealed content is gone"
             record = {
                 "status": BackupStatus.FAILED.value,
-                "sink": sidecar.sink.name,
+                "sink": self.sink.name,
                 "reason": "hash_mismatch",
                 "error": error,
                 "revision": manifest.revision,
                 "at": iso_utc(time.time()),
             }
-            await sidecar.state_writer.put(sidecar.backups, path, record)
-            sidecar.log.warning("backup_not_possible", path=path, revision=manifest.revision, error=error)
+            await self.writer.put(self.tables.backups, path, record)
+            self.log.warning("backup_not_possible", path=path, revision=manifest.revision, error=error)
             return True
         if cursor is not None and superseded(cursor, manifest):
-            sidecar.log.info("backup_superseded", path=path, revision=manifest.revision)
+            self.log.info("backup_superseded", path=path, revision=manifest.revision)
             return True
-        known = sidecar.backups.get(path)
+        known = self.tables.backups.get(path)
         if known is not None and status_of(known) is BackupStatus.OK and revision_of(known) >= manifest.revision:
             self.schedule.end(path)
             return True
         return False
 
     def _cursor(self, path: str) -> FileCursor | None:
-        stored = self.sidecar.offsets.get(path)
+        stored = self.tables.offsets.get(path)
         return FileCursor.from_record(stored) if stored is not None else None
 
     async def _failed(self, manifest: BackupSubject, exc: BackupError) -> None:
-        sidecar, path = self.sidecar, manifest.path
+        path = manifest.path
         tries = self.schedule.failed(manifest)
-        step = after_failure(tries, exc.reason, sidecar.settings.backup_max_tries)
-        sidecar.metrics.backup_result("failed")
+        step = after_failure(tries, exc.reason, self.settings.backup_max_tries)
+        self.metrics.backup_result("failed")
         record = {
             "status": (BackupStatus.PARKED if step.outcome is Outcome.PARK else BackupStatus.FAILED).value,
-            "sink": sidecar.sink.name,
+            "sink": self.sink.name,
             "attempts": tries,
             "reason": exc.reason,
             "error": str(exc),
             "revision": manifest.revision,
             "at": iso_utc(time.time()),
         }
-        if not await sidecar.state_writer.put(sidecar.backups, path, record):
+        if not await self.writer.put(self.tables.backups, path, record):
             return
         if step.outcome is Outcome.RETRY:
             self.schedule.retry(manifest, time.monotonic() + step.delay_s)
-            sidecar.log.warning(
+            self.log.warning(
                 "backup_failed", path=path, attempt=tries, reason=exc.reason, error=str(exc), retry_in_s=step.delay_s
             )
             return
         self.schedule.end(path)
         if step.outcome is Outcome.PARK:
-            sidecar.log.error(
+            self.log.error(
                 "backup_parked",
                 path=path,
                 attempts=tries,
@@ -229,24 +246,23 @@ class BackupWorker:
                 retry=f"on the next start, or: faust -A hyperdata_sidecar backup-retry {path}",
             )
         else:
-            sidecar.log.warning("backup_failed", path=path, attempt=tries, reason=exc.reason, error=str(exc), retry_in_s=None)
+            self.log.warning("backup_failed", path=path, attempt=tries, reason=exc.reason, error=str(exc), retry_in_s=None)
 
 
-def install_backup_agent(sidecar: BackupAgentHost) -> BackupWorker:
-    worker = BackupWorker(sidecar)
+def install_backup_agent(app: faust.App, rotations: faust.types.TopicT, worker: BackupWorker) -> None:
+    """The ``backup`` agent on ``rotations``, the ``backup_attempts`` agent on the worker's attempts
+    topic, and the timer that sends the retries when due."""
 
-    @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.backup")
-    async def back_up_files(rotations: AsyncIterable[bytes]) -> None:
-        async for manifest in manifests(sidecar.log, rotations):
+    @app.agent(rotations, name="hyperdata_sidecar.backup")
+    async def back_up_files(records: AsyncIterable[bytes]) -> None:
+        async for manifest in manifests(worker.log, records):
             await worker.attempt(manifest)
 
-    @sidecar.app.agent(sidecar.backup_attempts_topic, name="hyperdata_sidecar.backup_attempts")
+    @app.agent(worker.attempts, name="hyperdata_sidecar.backup_attempts")
     async def back_up_again(records: AsyncIterable[dict[str, Any]]) -> None:
         async for record in records:
             await worker.handle(record)
 
-    @sidecar.app.timer(RETRY_TICK_S, name="hyperdata_sidecar.backup_retries")
+    @app.timer(RETRY_TICK_S, name="hyperdata_sidecar.backup_retries")
     async def send_due_retries() -> None:
         await worker.send_due()
-
-    return worker

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from hyperdata_sidecar.ports import ProgressAgentHost
+import faust
+
+from hyperdata_sidecar.progress_topic import ProgressTopic
 
 
-def install_progress_agent(sidecar: ProgressAgentHost) -> None:
-    @sidecar.app.agent(sidecar.progress_topic, name="hyperdata_sidecar.progress")
-    async def progress(records: AsyncIterable[dict[str, Any]]) -> None:
+def install_progress_agent(app: faust.App, progress: ProgressTopic) -> None:
+    @app.agent(progress.topic, name="hyperdata_sidecar.progress")
+    async def apply_progress(records: AsyncIterable[dict[str, Any]]) -> None:
         async for record in records:
-            await sidecar.apply_progress(record)
+            await progress.apply(record)

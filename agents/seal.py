@@ -10,27 +10,25 @@ and is sealed again.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterable
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterable, MutableMapping
+from typing import Any
 
+import faust
 import orjson
-from hyperdata_sidecar.agents.publish_once import Published, publish_once
+from hyperdata_sidecar.agents.publish_once import Published, PublishOnce
 from hyperdata_sidecar.agents.rotations import manifests
-from hyperdata_sidecar.agents.topic import topic_values
 
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
 from hyperdata_sidecar.core.times import epoch_of, iso_utc
-
-if TYPE_CHECKING:
-    from hyperdata_sidecar.ports import SealAgentHost
+from hyperdata_sidecar.state_writer import StateWriter
 
 
 class PublishedSeals:
     """The latest revision of each path this node already sealed, as the seal topic itself records
     them (read once)."""
 
-    def __init__(self, sidecar: SealAgentHost) -> None:
-        self._sidecar = sidecar
+    def __init__(self, once: PublishOnce) -> None:
+        self._once = once
         self._revisions: dict[str, int] | None = None
 
     async def contains(self, manifest: SealManifest) -> bool:
@@ -44,59 +42,62 @@ class PublishedSeals:
             self._revisions[manifest.path] = max(self._revisions.get(manifest.path, 0), manifest.revision)
 
     async def _read_topic(self) -> dict[str, int]:
-        node = self._sidecar.settings.node_id
+        settings = self._once.settings
         revisions: dict[str, int] = {}
-        for value in await topic_values(self._sidecar, self._sidecar.settings.topic_seals):
+        for value in await self._once.topic_values(settings.topic_seals):
             try:
                 seal = SealManifest.from_json(value)
             except ValueError:
                 continue
-            if seal.node == node:
+            if seal.node == settings.node_id:
                 revisions[seal.path] = max(revisions.get(seal.path, 0), seal.revision)
         return revisions
 
 
-async def seal(sidecar: SealAgentHost, published: PublishedSeals, manifest: SealManifest) -> None:
-    """Publish the seal of ``manifest`` unless it (or a later revision) exists; record it in the seals
-    table. Runs in the agent."""
-    if revision_of(sidecar.seals.get(manifest.path)) >= manifest.revision:
-        sidecar.log.info("seal_already_recorded", path=manifest.path, revision=manifest.revision)
-        return
+class Sealer:
+    """Seals finalized files: ``seals`` is the ``sidecar-seals`` table, written through ``writer``."""
 
-    async def send() -> None:
-        await sidecar.dataplane.send(sidecar.settings.topic_seals, manifest.key.encode(), manifest.to_json())
+    def __init__(self, seals: MutableMapping[str, Any], once: PublishOnce, writer: StateWriter) -> None:
+        self.seals = seals
+        self.once = once
+        self.writer = writer
+        self.published = PublishedSeals(once)
 
-    outcome = await publish_once(sidecar, "seal", manifest.path, lambda: published.contains(manifest), send)
-    if outcome is Published.STOPPED:
-        return  # the rotation is handed over again on the next start
-    if outcome is Published.ON_TOPIC:
-        sidecar.log.info("seal_found_on_topic", path=manifest.path, revision=manifest.revision)
-    else:
-        latency = time.time() - (epoch_of(manifest.finalized_at) or time.time())
-        sidecar.metrics.seal_emitted(manifest.table, latency)
-        sidecar.log.info(
-            "seal",
-            table=manifest.table,
-            path=manifest.path,
-            size=manifest.size,
-            sha256=manifest.sha256,
-            block_range=manifest.block_range,
-            lines=manifest.lines,
-            dlq_lines=manifest.dlq_lines,
-            revision=manifest.revision,
-            block_regressions=manifest.block_regressions,
-            seal_lag_s=round(latency, 3),
-        )
-    published.add(manifest)
-    await sidecar.state_writer.put(
-        sidecar.seals, manifest.path, {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
-    )
+    async def seal(self, manifest: SealManifest) -> None:
+        """Publish the seal of ``manifest`` unless it (or a later revision) exists; record it in the
+        seals table. Runs in the agent."""
+        once, log = self.once, self.once.log
+        if revision_of(self.seals.get(manifest.path)) >= manifest.revision:
+            log.info("seal_already_recorded", path=manifest.path, revision=manifest.revision)
+            return
+        record = (once.settings.topic_seals, manifest.key.encode(), manifest.to_json())
+        outcome = await once.publish("seal", manifest.path, record, lambda: self.published.contains(manifest))
+        if outcome is Published.STOPPED:
+            return  # the rotation is handed over again on the next start
+        if outcome is Published.ON_TOPIC:
+            log.info("seal_found_on_topic", path=manifest.path, revision=manifest.revision)
+        else:
+            latency = time.time() - (epoch_of(manifest.finalized_at) or time.time())
+            once.metrics.seal_emitted(manifest.table, latency)
+            log.info(
+                "seal",
+                table=manifest.table,
+                path=manifest.path,
+                size=manifest.size,
+                sha256=manifest.sha256,
+                block_range=manifest.block_range,
+                lines=manifest.lines,
+                dlq_lines=manifest.dlq_lines,
+                revision=manifest.revision,
+                block_regressions=manifest.block_regressions,
+                seal_lag_s=round(latency, 3),
+            )
+        self.published.add(manifest)
+        await self.writer.put(self.seals, manifest.path, {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())})
 
 
-def install_seal_agent(sidecar: SealAgentHost) -> None:
-    published = PublishedSeals(sidecar)
-
-    @sidecar.app.agent(sidecar.rotations_topic, name="hyperdata_sidecar.seal")
-    async def seal_files(rotations: AsyncIterable[bytes]) -> None:
-        async for manifest in manifests(sidecar.log, rotations):
-            await seal(sidecar, published, manifest)
+def install_seal_agent(app: faust.App, rotations: faust.types.TopicT, sealer: Sealer) -> None:
+    @app.agent(rotations, name="hyperdata_sidecar.seal")
+    async def seal_files(records: AsyncIterable[bytes]) -> None:
+        async for manifest in manifests(sealer.once.log, records):
+            await sealer.seal(manifest)

@@ -11,26 +11,24 @@ then backed up through the same worker as the hour files (its result lands in ``
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterable, MutableMapping
+from typing import Any
 
+import faust
 import orjson
 from hyperdata_sidecar.agents.backup import BackupWorker
-from hyperdata_sidecar.agents.publish_once import Published, publish_once
-from hyperdata_sidecar.agents.topic import topic_values
+from hyperdata_sidecar.agents.publish_once import Published, PublishOnce
 
 from hyperdata_sidecar.core.snapshots import SnapshotBackup
 from hyperdata_sidecar.core.times import iso_utc
-
-if TYPE_CHECKING:
-    from hyperdata_sidecar.ports import SnapshotAgentHost
+from hyperdata_sidecar.state_writer import StateWriter
 
 
 class PublishedSnapshots:
     """The heights this node already announced, as the snapshot topic itself records them (read once)."""
 
-    def __init__(self, sidecar: SnapshotAgentHost) -> None:
-        self._sidecar = sidecar
+    def __init__(self, once: PublishOnce) -> None:
+        self._once = once
         self._heights: set[int] | None = None
 
     async def contains(self, height: int) -> bool:
@@ -43,48 +41,55 @@ class PublishedSnapshots:
             self._heights.add(height)
 
     async def _read_topic(self) -> set[int]:
-        node = self._sidecar.settings.node_id
+        settings = self._once.settings
         heights: set[int] = set()
-        for value in await topic_values(self._sidecar, self._sidecar.settings.topic_snapshots):
+        for value in await self._once.topic_values(settings.topic_snapshots):
             try:
                 event = orjson.loads(value)
-                if event.get("node") == node:
+                if event.get("node") == settings.node_id:
                     heights.add(int(event["height"]))
             except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
                 continue
         return heights
 
 
-async def publish(sidecar: SnapshotAgentHost, published: PublishedSnapshots, event: dict[str, Any]) -> bool:
-    """Publish ``event`` unless it is published already; record it in the snapshots table. False
-    when the worker stopped first (the watcher announces it again on the next start)."""
-    path, height = event["path"], int(event["height"])
-    if sidecar.snapshots.get(path) is not None:
-        sidecar.log.info("snapshot_already_recorded", path=path, height=height)
-        return True
+class SnapshotPublisher:
+    """Publishes snapshot events: ``snapshots`` is the ``sidecar-snapshots`` table, written through ``writer``."""
 
-    async def send() -> None:
-        await sidecar.dataplane.send(sidecar.settings.topic_snapshots, str(height).encode(), orjson.dumps(event))
+    def __init__(self, snapshots: MutableMapping[str, Any], once: PublishOnce, writer: StateWriter) -> None:
+        self.snapshots = snapshots
+        self.once = once
+        self.writer = writer
+        self.published = PublishedSnapshots(once)
 
-    outcome = await publish_once(sidecar, "snapshot", path, lambda: published.contains(height), send)
-    if outcome is Published.STOPPED:
-        return False
-    if outcome is Published.ON_TOPIC:
-        sidecar.log.info("snapshot_found_on_topic", path=path, height=height)
-    else:
-        sidecar.metrics.snapshot_emitted()
-        sidecar.log.info(
-            "snapshot", path=path, height=height, size=event["size"], sha256=event["sha256"], partial=event.get("partial", [])
-        )
-    published.add(height)
-    return await sidecar.state_writer.put(sidecar.snapshots, path, {**event, "published_at": iso_utc(time.time())})
+    async def publish(self, event: dict[str, Any]) -> bool:
+        """Publish ``event`` unless it is published already; record it in the snapshots table. False
+        when the worker stopped first (the watcher announces it again on the next start)."""
+        once, log = self.once, self.once.log
+        path, height = event["path"], int(event["height"])
+        if self.snapshots.get(path) is not None:
+            log.info("snapshot_already_recorded", path=path, height=height)
+            return True
+        record = (once.settings.topic_snapshots, str(height).encode(), orjson.dumps(event))
+        outcome = await once.publish("snapshot", path, record, lambda: self.published.contains(height))
+        if outcome is Published.STOPPED:
+            return False
+        if outcome is Published.ON_TOPIC:
+            log.info("snapshot_found_on_topic", path=path, height=height)
+        else:
+            once.metrics.snapshot_emitted()
+            log.info(
+                "snapshot", path=path, height=height, size=event["size"], sha256=event["sha256"], partial=event.get("partial", [])
+            )
+        self.published.add(height)
+        return await self.writer.put(self.snapshots, path, {**event, "published_at": iso_utc(time.time())})
 
 
-def install_snapshot_agent(sidecar: SnapshotAgentHost, backups: BackupWorker) -> None:
-    published = PublishedSnapshots(sidecar)
-
-    @sidecar.app.agent(sidecar.snapshot_events_topic, name="hyperdata_sidecar.snapshot")
-    async def announce_snapshots(events: AsyncIterable[dict[str, Any]]) -> None:
-        async for event in events:
-            if await publish(sidecar, published, event):
+def install_snapshot_agent(
+    app: faust.App, events: faust.types.TopicT, publisher: SnapshotPublisher, backups: BackupWorker
+) -> None:
+    @app.agent(events, name="hyperdata_sidecar.snapshot")
+    async def announce_snapshots(stream: AsyncIterable[dict[str, Any]]) -> None:
+        async for event in stream:
+            if await publisher.publish(event):
                 await backups.attempt(SnapshotBackup.of_event(event))

@@ -1,8 +1,8 @@
 """Micro-benchmark of the line engines alone (no broker): lines/s and CPU µs per line of the native
-and the Python engine, each through the tailer's own adapter (:mod:`hyperdata_sidecar.filetail`), on
-a corpus in the production mix (bench/corpus.py). Records are built and kept, not sent: the Python
-engine's ``RecordWriter`` produces into a ``Collector``, the native one runs in collect mode (no
-producer; its records come back to Python, a cost production does not pay).
+and the Python engine, each through its own line engine (:mod:`hyperdata_sidecar.engines`), on a
+corpus in the production mix (bench/corpus.py). Records are built and kept, not sent: the Python
+engine's ``RecordWriter`` produces into a ``Collector``, the native one keeps them in its batches
+(collect mode, as it rebuilds a cycle; no producer, no delivery accounting).
 
     .venv/bin/python -m bench.engine_lines [--megabytes 40] [--chunk-kib 1024]
 
@@ -12,55 +12,70 @@ Needs the native engine (``make engine``). Not a test: it asserts nothing about 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import hyperdata_sidecar_engine as native
 
 from bench.corpus import write_backlog
-from hyperdata_sidecar.core.records import Collector, RecordWriter, Routes, Topics, dead_letter_partition
-from hyperdata_sidecar.core.splitter import LineSplitter
+from hyperdata_sidecar.core.delivery import Deliveries
+from hyperdata_sidecar.core.records import SEQ_START, Collector, Topics
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TableSpec
-from hyperdata_sidecar.core.window import Cycle
-from hyperdata_sidecar.filetail import LineEngine, NativeLines, PythonLines
+from hyperdata_sidecar.core.window import Cycle, WriterState
+from hyperdata_sidecar.engines import FileLines, LineEngine
+from hyperdata_sidecar.engines.native import NativeLines
+from hyperdata_sidecar.engines.python import PythonLines
 
 TOPICS = Topics("data", 16, "dlq", 3)
 MAX_LINE_BYTES = 8 * 1024 * 1024
 
-EngineOfFile = Callable[[TableSpec, str], LineEngine]
+EngineOfFile = Callable[[FileLines], LineEngine]
 
 
-def python_lines(spec: TableSpec, source: str) -> LineEngine:
+class CollectingNativeLines(NativeLines):
+    """The native engine of one file in collect mode (no producer); ``inspect_line`` decides its
+    undecided lines. A read runs on the calling thread."""
+
+    def __init__(self, file: FileLines) -> None:
+        super().__init__(native, None, file)
+
+    def deliveries(self) -> Deliveries:
+        return Deliveries()
+
+    def sink(self, cycle: Cycle) -> Any:
+        return None
+
+    async def run(self, step: Callable[[], bool]) -> bool:
+        return step()
+
+
+def python_lines(file: FileLines) -> LineEngine:
     """The Python engine of one file, producing into a ``Collector``."""
-    splitter = LineSplitter(0, MAX_LINE_BYTES)
-    return PythonLines(splitter, _writer(spec, source), TOPICS, dead_letter_partition(spec, TOPICS))
+    return PythonLines(file, Collector())
 
 
-def native_lines(spec: TableSpec, source: str) -> LineEngine:
-    """The native engine of one file in collect mode; ``inspect_line`` decides its undecided lines."""
-    return NativeLines(native, None, spec, TOPICS, _writer(spec, source), MAX_LINE_BYTES)
-
-
-def _writer(spec: TableSpec, source: str) -> RecordWriter:
-    return RecordWriter(spec, TOPICS, Routes(TOPICS.data_partitions), source, Collector())
-
-
-def hand_over(engine: LineEngine, chunks: list[bytes]) -> int:
+async def hand_over(engine: LineEngine, chunks: list[bytes]) -> int:
     """Every chunk handed over as the tailer does, one cycle per read; the records produced."""
     produced = 0
     for chunk in chunks:
         cycle = Cycle(engine.state(), None, engine.deliveries())
-        if not engine.handover(chunk, cycle).step():
+        if not await engine.handover(chunk, cycle).step():
             raise RuntimeError("a collecting engine refused a record")
         produced += cycle.tally.produced
     return produced
 
 
+def file_of(spec: TableSpec, source: str) -> FileLines:
+    return FileLines(spec, TOPICS, source, WriterState(0, SEQ_START, None, None), b"", MAX_LINE_BYTES)
+
+
 def measure(name: str, engine_of: EngineOfFile, files: list[tuple[TableSpec, str, list[bytes]]]) -> None:
     wall, cpu = time.perf_counter(), time.process_time()
-    lines = sum(hand_over(engine_of(spec, source), chunks) for spec, source, chunks in files)
+    lines = sum(asyncio.run(hand_over(engine_of(file_of(spec, source)), chunks)) for spec, source, chunks in files)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     print(f"{name:>7}: {lines:,} lines in {wall:.2f} s: {lines / wall:,.0f} lines/s, {cpu / lines * 1e6:.2f} CPU µs/line")
 
@@ -79,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
             files.append((TABLE_BY_DIR[summary.table], summary.relpath, [data[i : i + step] for i in range(0, len(data), step)]))
     print(f"corpus: {corpus.lines:,} lines, {corpus.bytes / 1e6:.1f} MB, {len(files)} files; reads of {args.chunk_kib} KiB")
     measure("python", python_lines, files)
-    measure("native", native_lines, files)
+    measure("native", CollectingNativeLines, files)
 
 
 if __name__ == "__main__":

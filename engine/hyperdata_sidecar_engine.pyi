@@ -7,10 +7,11 @@ there until Python's verdict (``accept`` or ``reject``) resumes it.
 
 Each call hands its records to a ``sink``: a cycle's :class:`Deliveries` on a :class:`Producer` (each
 record queued on librdkafka as it is built, the GIL released, its delivery report counted in Rust);
-a :class:`PythonProducer` (each record handed to a Python ``produce`` callable as ``RecordWriter``
-hands it, the GIL held: the tailer's unit tests); or None, the records kept in the batch
-(``Batch.records``: the differential tests, ``bench``). A record the sink refuses stops the read
-there (``Batch.refusal``), every state as if its line had not been seen; ``proceed`` carries on.
+or None, the records kept in the batch (``Batch.records``: rebuilding a cycle's records to find the
+one behind a failed report, the differential tests, ``bench``). A record the sink refuses stops the
+read there (``Batch.refusal``), every state as if its line had not been seen; ``proceed`` carries on.
+For tests only, ``testing.PythonProducer`` is a third sink: each record handed to a Python
+``produce`` callable as ``RecordWriter`` hands it, the GIL held (the tailer's unit tests' fake broker).
 """
 
 import os
@@ -122,24 +123,6 @@ class Deliveries:
         """Per partition of ``topic``: the offsets of the first and last record delivered there."""
 
 @final
-class PythonProducer:
-    """A Python ``produce`` callable and one cycle's delivery callbacks (``CycleAcks``), as a sink."""
-
-    def __init__(
-        self,
-        produce: Callable[..., object],
-        data: Sequence[Callable[[Any, Any], object]],
-        dlq: Callable[[Any, Any], object],
-    ) -> None:
-        """The engine calls ``produce(topic, value, key, partition, on_delivery, None, 0, headers)``
-        for each record, with the GIL held: ``on_delivery`` is ``data[partition]`` for a data record,
-        ``dlq`` for a dead letter. ``BufferError`` from it is the queue being full; any other
-        ``Exception`` the client's refusal (``Batch.refusal``); anything else (``KeyboardInterrupt``)
-        is raised by the engine's call, as the reference writer lets it through."""
-
-Sink = Deliveries | PythonProducer
-
-@final
 class HeldLine:
     """The unterminated last line of a finalized file (``LineSplitter.flush_partial``'s result)."""
 
@@ -191,6 +174,16 @@ class LineEngine:
     def reject(self, reason: str, detail: str, sink: Sink | None = None) -> Batch:
         """Verdict on ``Batch.undecided``: a dead letter (``inspect_line``'s ``Rejection``); the read
         goes on. Raises RuntimeError when no line waits for a verdict."""
+    def write_unterminated(
+        self, offset: int, length: int, data: bytes | None = None, sha256: str | None = None, sink: Sink | None = None
+    ) -> Batch:
+        """The dead letter (reason ``unterminated``) of the tail :meth:`flush_partial` gave: its
+        ``data`` (of ``length`` bytes), or an oversize line's ``length`` and ``sha256`` (its value is
+        then a reference). The offset is not moved; after a refusal the same call sends it. Raises
+        ValueError unless exactly one of ``data`` (of ``length`` bytes) and ``sha256`` is given."""
+    def rejection(self, offset: int, value: bytes, error: str, detail: str) -> RecordTuple:
+        """The ``rejected`` dead letter standing for the data record of the line at ``offset``
+        (``value``) that the broker refused for good with ``error`` (``detail``: its words)."""
     def flush_partial(self) -> HeldLine | None:
         """The held unterminated tail (the file is finalized), the offset moved past it; None if
         nothing is held. Raises RuntimeError while a line waits for its verdict or lines wait."""
@@ -239,3 +232,28 @@ def read_chunk(path: str | os.PathLike[str], offset: int, length: int, digest: S
     directory, raises ``OSError(EINVAL, "not a regular file")`` or the open's own error (``ELOOP``
     for a link), as ``digest.open_regular`` does; other failures raise the ``OSError`` subclass of
     their errno."""
+
+class _Testing:
+    """``hyperdata_sidecar_engine.testing``: what only the tests use."""
+
+    PythonProducer: type[PythonProducer]
+
+testing: _Testing
+
+@final
+class PythonProducer:
+    """For tests only (``testing.PythonProducer``): a Python ``produce`` callable and one cycle's delivery callbacks (``CycleAcks``), as a sink."""
+
+    def __init__(
+        self,
+        produce: Callable[..., object],
+        data: Sequence[Callable[[Any, Any], object]],
+        dlq: Callable[[Any, Any], object],
+    ) -> None:
+        """The engine calls ``produce(topic, value, key, partition, on_delivery, None, 0, headers)``
+        for each record, with the GIL held: ``on_delivery`` is ``data[partition]`` for a data record,
+        ``dlq`` for a dead letter. ``BufferError`` from it is the queue being full; any other
+        ``Exception`` the client's refusal (``Batch.refusal``); anything else (``KeyboardInterrupt``)
+        is raised by the engine's call, as the reference writer lets it through."""
+
+Sink = Deliveries | PythonProducer

@@ -26,7 +26,6 @@ from faust.cli.base import AppCommand
 
 from hyperdata_sidecar.config import load_settings
 from hyperdata_sidecar.core.snapshots import newest_at_or_below
-from hyperdata_sidecar.plugin import backup_attempts_topic_name
 from hyperdata_sidecar.snapshot_offsets import snapshot_events
 from hyperdata_sidecar.tools.backup_retry import request_backup_retry, watched_relpath
 from hyperdata_sidecar.tools.generate import BAD_KINDS, generate_corpus, parse_size, parse_start
@@ -34,7 +33,7 @@ from hyperdata_sidecar.tools.replay import replay as run_replay
 from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
 from hyperdata_sidecar.tools.verify import DLQ, SEALS, SNAPSHOTS
 from hyperdata_sidecar.tools.verify import verify as run_verify
-from hyperdata_sidecar.topics import apply_contract, load_contract
+from hyperdata_sidecar.topics import apply_contract, internal_topic_name, load_contract
 from hyperdata_sidecar.web.status import BacklogStatus
 from hyperdata_sidecar.web.units import size
 
@@ -221,7 +220,7 @@ def install_commands(app: faust.App) -> None:
         """
         settings = load_settings()
         relpath = watched_relpath(path, settings.watch_dir)
-        topic = backup_attempts_topic_name(self.app.conf.id)
+        topic = internal_topic_name(self.app.conf.id, "backup-attempts")
         await request_backup_retry(settings.kafka_bootstrap, topic, relpath, settings.security.client_kwargs())
         print(f"asked {self.app.conf.id} to back up {relpath} again (through {topic})")
         return 0

@@ -1,10 +1,17 @@
-"""The data plane: one librdkafka producer per worker, for data, DLQ and seal records.
+"""The data plane: one librdkafka producer per worker, for data, DLQ, seal and snapshot records.
 
-The producer is confluent-kafka's with the Python line engine, and the compiled engine's own
-(``hyperdata_sidecar_engine.Producer``: librdkafka through rust-rdkafka, the same configuration and
-the same Python-facing calls) with the native one, so every record of the worker (data, dead
-letters, redeliveries, seals) goes through one producer either way: one idempotent sequence per
-partition.
+The line engine makes the producer (``Engine.producer``): confluent-kafka's with the Python engine,
+the compiled engine's own (``hyperdata_sidecar_engine.Producer``: librdkafka through rust-rdkafka,
+the same configuration and the same Python-facing calls) with the native one. So every record of the
+worker (data, dead letters, redeliveries, seals, snapshot events) goes through one producer either
+way: one idempotent sequence per partition.
+
+:class:`DataPlane` is the one door to that producer: nothing else holds it, and it has no public
+``produce``. Records reach it three ways, each a method here: a file's line engine
+(:meth:`DataPlane.lines`, the engine's, handed the producer), a record sent again after a failed
+delivery (:meth:`DataPlane.resend`), and one low-rate record that the seal and snapshot agents
+publish once (:meth:`DataPlane.send`, through ``agents/publish_once.py``). ``tests/unit/test_architecture.py``
+fails if ``produce`` is reached anywhere else.
 
 librdkafka batches, compresses and sends in its own threads. With ``enable.idempotence`` and
 ``message.timeout.ms=0`` it keeps every record until the broker has it, retrying and reconnecting by
@@ -29,14 +36,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from hyperdata_sidecar.broker_login import librdkafka_refusal
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.partitioner import partition_for
+from hyperdata_sidecar.core.records import Record
+from hyperdata_sidecar.engines import Engine, FileLines, LineEngine, Producer
 from hyperdata_sidecar.logs import EventLog, RepeatFilter
-from hyperdata_sidecar.publishing import NativeProducer
 from hyperdata_sidecar.topics import load_contract, producer_max_request_size
 
 LIBRDKAFKA_LOGGER = "hyperdata_sidecar.librdkafka"
@@ -55,7 +63,7 @@ class DataPlaneError(Exception):
 
 
 class DataPlane:
-    """Owns the worker's ``confluent_kafka.Producer``.
+    """Owns the worker's producer, made by ``engine``.
 
     Lifecycle: :meth:`connect` (retried by the caller until it succeeds), then :meth:`serve` runs
     as a task until :meth:`close`. ``on_broker(connected)`` is called on every change of the
@@ -69,21 +77,21 @@ class DataPlane:
         self,
         settings: Settings,
         log: EventLog,
+        engine: Engine,
         *,
         on_broker: Callable[[bool], None],
         on_login_refused: Callable[[str], None],
         on_error: Callable[[str], None],
         on_fatal: Callable[[KafkaError], None],
-        engine_module: Any = None,
     ) -> None:
         self.settings = settings
-        self.engine_module = engine_module  # hyperdata_sidecar_engine when the worker runs the native engine
+        self.engine = engine
         self.log = log
         self._on_broker = on_broker
         self._on_login_refused = on_login_refused
         self._on_error = on_error
         self._on_fatal = on_fatal
-        self._producer: Any = None  # confluent_kafka.Producer, or the compiled engine's Producer
+        self._producer: Producer | None = None  # made by the engine at connect
         self.partitions: Mapping[str, int] = {}
         self.max_message_bytes: dict[str, int] = {}
         self.batch_bytes = settings.producer_batch_bytes
@@ -116,7 +124,7 @@ class DataPlane:
                 batch_bytes=self.batch_bytes,
                 contract=producer_max_request_size(load_contract({})),
             )
-        self._producer = (self.engine_module.Producer if self.engine_module is not None else Producer)(self._config())
+        self._producer = self.engine.producer(self._config())
         self._set_connected(True)
 
     def _describe(self, topics: list[str]) -> tuple[dict[str, int], dict[str, int]]:
@@ -170,22 +178,24 @@ class DataPlane:
             "log_level": 4,
         }
 
-    # ------------------------------------------------------------------ the hot path's view
+    # ------------------------------------------------------------------ the ways to the producer
 
-    @property
-    def produce(self) -> Callable[..., None]:
-        """``Producer.produce`` itself (the tailers call it positionally for every line); before
-        :meth:`connect`, a function that raises :class:`DataPlaneError`."""
+    def lines(self, file: FileLines) -> LineEngine:
+        """The engine's line engine of ``file``, handing its records to the producer (the hot path).
+        Raises :class:`DataPlaneError` before :meth:`connect`."""
+        return self.engine.lines(self._connected_producer(), file)
+
+    def resend(self, record: Record, on_delivery: Callable[[Any, Any], None]) -> None:
+        """Queue ``record`` again (after a failed delivery); raises ``BufferError`` while the queue is
+        full, else the client's refusal."""
+        self._connected_producer().produce(
+            record.topic, record.value, record.key, record.partition, on_delivery, None, 0, record.headers
+        )
+
+    def _connected_producer(self) -> Producer:
         if self._producer is None:
-            return _not_connected
-        return self._producer.produce
-
-    @property
-    def native(self) -> NativeProducer | None:
-        """The compiled engine and its producer, when the worker runs the native engine and is connected."""
-        if self.engine_module is None or self._producer is None:
-            return None
-        return NativeProducer(self.engine_module, self._producer)
+            raise DataPlaneError("the data plane is not connected")
+        return self._producer
 
     async def refresh_metadata(self, topic: str) -> str | None:
         """Ask the broker for ``topic``'s metadata now, so the producer learns its partitions before
@@ -194,17 +204,7 @@ class DataPlane:
         producer = self._producer
         if producer is None:
             return "the data plane is not connected"
-        if self.engine_module is not None:
-            error: str | None = await asyncio.to_thread(producer.refresh_metadata, topic, METADATA_TIMEOUT_S)
-            return error
-        try:
-            metadata = await asyncio.to_thread(producer.list_topics, topic, METADATA_TIMEOUT_S)
-        except KafkaException as exc:
-            return exc.args[0].str() if exc.args else str(exc)
-        found = metadata.topics.get(topic)
-        if found is not None and found.error is not None:
-            return str(found.error.str())
-        return None
+        return await asyncio.to_thread(producer.refresh_metadata, topic, METADATA_TIMEOUT_S)
 
     def outstanding(self) -> int:
         """Records queued or in flight, plus reports not yet served."""
@@ -251,7 +251,7 @@ class DataPlane:
                 future.set_result(None)
 
     async def send(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
-        """Publish one low-rate record (a seal) and return once the broker has it.
+        """Publish one low-rate record (a seal, a snapshot event) and return once the broker has it.
 
         Waits through broker outages (the record is never given up). Raises ``KafkaException``
         if the broker refuses it for good.
@@ -270,9 +270,10 @@ class DataPlane:
             else:
                 done.set_exception(KafkaException(error))
 
+        producer = self._connected_producer()
         while True:
             try:
-                self.produce(topic, value, key, partition, delivered, None, 0, headers)
+                producer.produce(topic, value, key, partition, delivered, None, 0, headers)
                 break
             except BufferError:
                 await asyncio.sleep(POLL_BUSY_S)
@@ -339,10 +340,6 @@ class DataPlane:
             self._producer.purge()
             self._producer.poll(0)  # serves the purged records' reports, on this thread
         return left
-
-
-def _not_connected(*_args: Any) -> None:
-    raise DataPlaneError("the data plane is not connected")
 
 
 def _librdkafka_facility(record: logging.LogRecord) -> str:

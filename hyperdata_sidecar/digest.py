@@ -7,7 +7,7 @@ import hashlib
 import os
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import BinaryIO, Protocol
 
 SLICE_BYTES = 8 * 1024 * 1024
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -95,7 +95,7 @@ def read_chunk(path: Path, offset: int, length: int, digest: RunningDigest) -> b
 
 class ReadChunk(Protocol):
     """The bytes of one read: ``bytes`` (:class:`PythonReads`), or the compiled engine's ``Chunk``
-    (:class:`NativeReads`), which only its own line engine is handed, without a copy."""
+    (``engines.native.NativeReads``), which only its own line engine is handed, without a copy."""
 
     def __len__(self) -> int: ...
 
@@ -118,26 +118,6 @@ class PythonReads:
 
     def read(self, path: Path, offset: int, length: int, digest: RunningDigest) -> ReadChunk:
         return read_chunk(path, offset, length, digest)
-
-
-class NativeReads:
-    """The compiled engine's reads (``native``: the module ``hyperdata_sidecar_engine``): one call
-    with the GIL released reads the file in cache-sized pieces and hashes each right after it was
-    read, into a buffer the engine's ``LineEngine.feed`` takes without a copy. A regular file only,
-    as :func:`open_regular` has it; the same ``OSError`` otherwise."""
-
-    def __init__(self, native: Any) -> None:
-        self.native = native
-
-    def digest(self) -> RunningDigest:
-        return RunningDigest(self.native.Sha256())
-
-    def read(self, path: Path, offset: int, length: int, digest: RunningDigest) -> ReadChunk:
-        hasher = digest.hasher_at(offset)
-        chunk: ReadChunk = self.native.read_chunk(path, offset, length, hasher)
-        if hasher is not None:
-            digest.hashed(len(chunk))
-        return chunk
 
 
 PYTHON_READS = PythonReads()

@@ -1,8 +1,8 @@
 """How a table's tailer waits on the producer: for delivery reports, for room in its queue, and
 through a hold while a topic cannot be written.
 
-Both ways records reach the producer (the first send, :meth:`RecordWriter.write`, and redelivery,
-:class:`~hyperdata_sidecar.redelivery.Redelivery`) go through :class:`PublishFlow`, so there is one
+Both ways records reach the producer (the first send, a line engine's handover, and redelivery,
+:class:`~hyperdata_sidecar.redelivery.Redelivery`) wait through :class:`PublishFlow`, so there is one
 answer to each of: the queue is full (``BufferError``: let reports come in, try again), the client
 refuses a record (hold the table: not ready, slow retries, the topic's metadata asked for again
 before each retry so a topic created again is written within one step), the worker stops (settle
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.records import Record
+from hyperdata_sidecar.engines import FileLines, LineEngine
 from hyperdata_sidecar.tailer_events import TailerEvents
 
 HOLD_BACKOFF_S = (2.0, 5.0)  # first and longest wait before records of a held topic are sent again
@@ -28,29 +29,19 @@ class Abandoned(Exception):
     """The worker is stopping (or the producer failed for good); cycles in flight were not checkpointed."""
 
 
-class NativeProducer(NamedTuple):
-    """The compiled engine (the module ``hyperdata_sidecar_engine``) and the producer its line
-    engines hand their records to: the engine's own ``Producer``, which the data plane runs when the
-    worker uses the native engine; or a Python ``produce`` callable with confluent-kafka's positional
-    signature, called once per record with the GIL held (the tailer's unit tests give their fake
-    broker's, see :class:`~hyperdata_sidecar.filetail.NativeLines`)."""
-
-    module: Any
-    producer: Any
-
-
 class Publisher(Protocol):
-    """What a tailer needs of the data plane (:class:`~hyperdata_sidecar.dataplane.DataPlane`)."""
+    """What a tailer needs of the data plane (:class:`~hyperdata_sidecar.dataplane.DataPlane`), the
+    one holder of the producer: it has no ``produce``. Records reach the producer through a file's
+    line engine (:meth:`lines`) and, when a delivery failed, through :meth:`resend`."""
 
     partitions: Mapping[str, int]
 
-    @property
-    def native(self) -> NativeProducer | None:
-        """The compiled engine and its producer when the worker runs it (None: the Python engine)."""
+    def lines(self, file: FileLines) -> LineEngine:
+        """The engine's line engine of ``file``, handing its records to the producer."""
 
-    @property
-    def produce(self) -> Callable[..., None]:
-        """confluent-kafka's ``Producer.produce`` (or the compiled engine's, which takes the same arguments)."""
+    def resend(self, record: Record, on_delivery: Callable[[Any, Any], None]) -> None:
+        """Queue ``record`` again (a failed delivery's, or the dead letter replacing it); raises
+        ``BufferError`` while the producer's queue is full, else the client's refusal."""
 
     async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
         """Wait until ``predicate()`` holds, checked after every served report; False on timeout."""
@@ -97,14 +88,12 @@ class PublishFlow:
             raise Abandoned()
         await self.publisher.until(_never, timeout=ROOM_WAIT_S)
 
-    async def produce(self, record: Record, on_delivery: Callable[[Any, Any], None]) -> BaseException | None:
-        """Hand one record to the producer, waiting while its queue is full; the exception if the
-        client refuses it (nothing was queued then)."""
+    async def resend(self, record: Record, on_delivery: Callable[[Any, Any], None]) -> BaseException | None:
+        """Hand one record to the producer again, waiting while its queue is full; the exception if
+        the client refuses it (nothing was queued then)."""
         while True:
             try:
-                self.publisher.produce(
-                    record.topic, record.value, record.key, record.partition, on_delivery, None, 0, record.headers
-                )
+                self.publisher.resend(record, on_delivery)
                 return None
             except BufferError:
                 await self.wait_for_room()

@@ -10,20 +10,21 @@ records), and each is dealt with by its :class:`~hyperdata_sidecar.core.delivery
   is held and the record is sent again after a back-off, as is a dead letter that cannot be written;
 - ``fatal``: the worker stops (a restart resumes from the checkpoint).
 
-A record the client refuses when it is sent again (``produce()`` raises: e.g. ``_UNKNOWN_PARTITION``
-while the topic has fewer partitions than the contract) stays failed with that refusal, judged the
-same way. This is the only place outside the hot loop that hands records to the producer.
+The file's line engine makes the records again and the dead letters that replace them (each engine
+its own), and :meth:`PublishFlow.resend` hands them to the producer. A record the client refuses
+when it is sent again (e.g. ``_UNKNOWN_PARTITION`` while the topic has fewer partitions than the
+contract) stays failed with that refusal, judged the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from hyperdata_sidecar.core.delivery import Deliveries, Refusal, Verdict, verdict
-from hyperdata_sidecar.core.records import Collector, Record, Tally, Topics
+from hyperdata_sidecar.core.records import Record, Topics
 from hyperdata_sidecar.core.window import Cycle, Window
-from hyperdata_sidecar.filetail import FileTail, TailFactory
+from hyperdata_sidecar.filetail import FileTail
 from hyperdata_sidecar.publishing import Abandoned, PublishFlow
 from hyperdata_sidecar.tailer_events import TailerEvents
 
@@ -45,9 +46,8 @@ class FailedRecord(NamedTuple):
 class Redelivery:
     """Resolves the failed records of one table's window."""
 
-    def __init__(self, topics: Topics, factory: TailFactory, flow: PublishFlow, events: TailerEvents) -> None:
+    def __init__(self, topics: Topics, flow: PublishFlow, events: TailerEvents) -> None:
         self.topics = topics
-        self.factory = factory
         self.flow = flow
         self.events = events
 
@@ -86,7 +86,7 @@ class Redelivery:
             replacing = not item.resent_as_is()
             record = self._rejected(item, window, tail) if replacing else item.record
             again = FailedRecord(item.cycle, record, None, item.is_replacement or replacing)
-            refusal = await self.flow.produce(record, _widening(repairs.callback(record.topic, record.partition), item.cycle))
+            refusal = await self.flow.resend(record, _widening(repairs.callback(record.topic, record.partition), item.cycle))
             if refusal is not None:
                 # The rest waits for the next round, unsent: a partition's records stay in file order.
                 refused = [again._replace(error=Refusal.of(refusal)), *failed[index + 1 :]]
@@ -97,17 +97,10 @@ class Redelivery:
         await self.flow.until(lambda: repairs.reported() == produced)
         return [sent[(f.topic, f.partition)][f.position]._replace(error=f.error) for f in repairs.failures()] + refused
 
-    async def _rebuild(self, cycle: Cycle, tail: FileTail) -> dict[tuple[str, int], list[Record]]:
-        """The records ``cycle`` produced, by (topic, partition) in order, rebuilt from the file."""
-        collector = Collector()
-        writer = self.factory.writer(tail.hour, cycle.start, collector, late=tail.late)
-        acks = collector.acks(self.topics.data_partitions)
-        if cycle.partial is not None:
-            writer.write_unterminated(cycle.partial, acks, Tally())
-        else:
-            data = await tail.reader.read_range(cycle.start.offset, cycle.end)
-            writer.write(self.factory.splitter(cycle.start.offset).feed(data), acks, Tally())
-        return collector.groups
+    async def _rebuild(self, cycle: Cycle, tail: FileTail) -> Mapping[tuple[str, int], list[Record]]:
+        """The records ``cycle`` produced, by (topic, partition) in order, made again from the file."""
+        data = b"" if cycle.partial is not None else await tail.reader.read_range(cycle.start.offset, cycle.end)
+        return tail.engine.rebuild(cycle, data)
 
     def _rejected(self, item: FailedRecord, window: Window, tail: FileTail) -> Record:
         """The dead letter for a record the broker refused for good; counts, logs and reports it."""
@@ -115,7 +108,7 @@ class Redelivery:
         if record.topic == self.topics.data:
             window.rejected(item.cycle)
         self.events.record_rejected(record, tail.path, error.name(), error.str())
-        return tail.engine.reference.rejection(record, error.name(), error.str())
+        return tail.engine.rejection(record, error.name(), error.str())
 
 
 def _widening(report: Callable[[Any, Any], None], cycle: Cycle) -> Callable[[Any, Any], None]:

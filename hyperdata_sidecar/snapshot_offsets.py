@@ -10,19 +10,50 @@ before the crash is resolved the same way), at a few snapshots an hour.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.snapshots import resume_offset
+from hyperdata_sidecar.logs import EventLog
 
 READ_TIMEOUT_S = 10.0
 
 
 class OffsetsUnavailable(Exception):
     """A partition could not be read (broker away, record without a line id): try again later."""
+
+
+class Partitioned(Protocol):
+    """The data plane, as the search asks it for the data topics' partition counts."""
+
+    @property
+    def partitions(self) -> Mapping[str, int]: ...
+
+
+class SnapshotOffsets:
+    """The resume offsets of a snapshot, read off the data topics in a worker thread."""
+
+    def __init__(self, settings: Settings, dataplane: Partitioned, log: EventLog) -> None:
+        self.settings = settings
+        self.dataplane = dataplane
+        self.log = log
+
+    async def resume_offsets(self, height: int) -> dict[str, dict[int, int]] | None:
+        """The snapshot's resume offsets per data topic and partition; None (logged, at most once a
+        minute per height) when they cannot be read now."""
+        partitions = {topic: self.dataplane.partitions[topic] for topic in self.settings.topics.values()}
+        config = {"bootstrap.servers": self.settings.kafka_bootstrap, **self.settings.security.librdkafka_config()}
+        try:
+            return await asyncio.to_thread(resume_offsets, config, partitions, height)
+        except OffsetsUnavailable as exc:
+            self.log.limited(logging.WARNING, "snapshot_offsets_unavailable", str(height), 60.0, height=height, error=str(exc))
+            return None
 
 
 def resume_offsets(client_config: Mapping[str, Any], partitions: Mapping[str, int], height: int) -> dict[str, dict[int, int]]:

@@ -6,8 +6,8 @@ thread of its own at a lower CPU priority, 8 MiB at a time, so a 1.3 GB snapshot
 data plane leaves). Its event waits until every table has published a line above its
 height, so that the resume offsets are known (:mod:`hyperdata_sidecar.snapshot_offsets` reads them
 off the data topics), or at most ``SNAPSHOT_OFFSETS_WAIT_S``; a table still quiet by then is named in
-the event's ``partial``. The event goes to the host, which publishes it once (the ``snapshot``
-agent) and backs the file up.
+the event's ``partial``. The event goes to the internal snapshot-events topic
+(:class:`SnapshotAnnouncements`), whose ``snapshot`` agent publishes it once and backs the file up.
 """
 
 from __future__ import annotations
@@ -18,12 +18,16 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import faust
+
 from hyperdata_sidecar.config import Settings
+from hyperdata_sidecar.core.backup_status import status_of
 from hyperdata_sidecar.core.snapshots import SNAPSHOT_DIR, SnapshotFile, is_complete
 from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.logs import EventLog
@@ -34,23 +38,52 @@ HASH_SLICE = 8 * 1024 * 1024
 HASH_NICE = 10  # the hashing thread's nice value, above the worker's (Linux: a per-thread attribute)
 
 
-class SnapshotHost(Protocol):
-    """What the watcher needs from the shell."""
-
-    log: EventLog
-    metrics: SidecarMetrics
+class PublishedTables(Protocol):
+    """The node's tables, as the watcher asks how far they have published
+    (:class:`~hyperdata_sidecar.node_tables.NodeTables`)."""
 
     def published_past(self, height: int) -> dict[str, bool]:
         """Per table: has it published (delivered) a line with a block above ``height``?"""
 
+
+class ResumeOffsets(Protocol):
+    """Where a snapshot's resume offsets come from (:class:`~hyperdata_sidecar.snapshot_offsets.SnapshotOffsets`)."""
+
     async def resume_offsets(self, height: int) -> dict[str, dict[int, int]] | None:
         """The snapshot's resume offsets per data topic and partition; None when they cannot be read now."""
+
+
+class Announcer(Protocol):
+    """Where a complete snapshot's event goes (:class:`SnapshotAnnouncements`)."""
 
     async def announce(self, event: dict[str, Any]) -> None:
         """Publish the snapshot event once and back the file up."""
 
-    async def forget_snapshot(self, relpath: str) -> None:
-        """The snapshot file is gone (pruned): drop its state."""
+
+class Forgetting(Protocol):
+    """Where a pruned snapshot's state is dropped (:class:`~hyperdata_sidecar.progress_topic.ProgressTopic`)."""
+
+    async def forget(self, path: str) -> None: ...
+
+
+class SnapshotAnnouncements:
+    """Snapshot events on their way to the ``snapshot`` agent: the internal snapshot-events topic,
+    checked against the ``sidecar-snapshots`` and ``sidecar-backups`` tables."""
+
+    def __init__(self, topic: faust.types.TopicT, snapshots: Mapping[str, Any], backups: Mapping[str, Any]) -> None:
+        self.topic = topic
+        self.snapshots = snapshots
+        self.backups = backups
+
+    async def announce(self, event: dict[str, Any]) -> None:
+        await self.topic.send(key=event["path"], value=event)
+
+    async def resend_unbacked(self) -> None:
+        """Hand published snapshots whose backup is not done to the snapshot agent again (it skips
+        publishing them and backs them up)."""
+        for path, event in list(self.snapshots.items()):
+            if not status_of(self.backups.get(path)).is_done:
+                await self.announce({k: v for k, v in event.items() if k != "published_at"})
 
 
 @dataclass
@@ -66,16 +99,35 @@ class TrackedSnapshot:
 
 
 class SnapshotWatcher:
-    """Finds complete snapshots and hands their events to the host, each once per process; the host
-    remembers what was announced across restarts (``announced``)."""
+    """Finds complete snapshots and hands their events to ``announcer``, each once per process; the
+    ``sidecar-snapshots`` table remembers what was announced across restarts, and :meth:`start` takes
+    that (``announced``) once the tables are recovered."""
 
-    def __init__(self, settings: Settings, host: SnapshotHost, announced: set[str]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        tables: PublishedTables,
+        offsets: ResumeOffsets,
+        announcer: Announcer,
+        progress: Forgetting,
+        metrics: SidecarMetrics,
+        log: EventLog,
+    ) -> None:
         self.settings = settings
-        self.host = host
+        self.tables = tables
+        self.offsets = offsets
+        self.announcer = announcer
+        self.progress = progress
+        self.metrics = metrics
+        self.log = log
         self.tree = DatedTree(settings.watch_dir / SNAPSHOT_DIR, SNAPSHOT_DIR, on_ignored=self._ignored)
-        self.announced = set(announced)
+        self.announced: set[str] = set()
         self.pending: dict[str, TrackedSnapshot] = {}
         self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-sha256", initializer=_lower_priority)
+
+    def start(self, announced: set[str]) -> None:
+        """The snapshots already announced (the ``sidecar-snapshots`` table's keys), at start."""
+        self.announced = set(announced)
 
     def waiting(self) -> list[dict[str, Any]]:
         """The snapshots seen and not announced yet, highest height first, with what they wait for."""
@@ -95,10 +147,11 @@ class SnapshotWatcher:
         found = self._scan()
         for relpath in [p for p in self.announced | set(self.pending) if p not in found]:
             if self.pending.pop(relpath, None) is not None:
-                self.host.log.warning("snapshot_vanished", path=relpath, note="deleted before it was complete and announced")
+                self.log.warning("snapshot_vanished", path=relpath, note="deleted before it was complete and announced")
             if relpath in self.announced:
                 self.announced.discard(relpath)
-                await self.host.forget_snapshot(relpath)
+                self.log.info("snapshot_pruned", path=relpath)
+                await self.progress.forget(relpath)
         for relpath, snapshot in found.items():
             if relpath not in self.announced:
                 tracked = self.pending.setdefault(relpath, TrackedSnapshot(snapshot, self.settings.watch_dir / relpath))
@@ -117,7 +170,7 @@ class SnapshotWatcher:
         return found
 
     def _ignored(self, relpath: str, reason: str) -> None:
-        self.host.log.warning("snapshot_file_ignored", path=relpath, reason=reason)
+        self.log.warning("snapshot_file_ignored", path=relpath, reason=reason)
 
     async def _advance(self, tracked: TrackedSnapshot) -> None:
         try:
@@ -125,7 +178,7 @@ class SnapshotWatcher:
         except FileNotFoundError:
             return
         size = stat.st_size
-        self.host.metrics.set_newest_snapshot(stat.st_mtime)
+        self.metrics.set_newest_snapshot(stat.st_mtime)
         now = time.monotonic()
         if size != tracked.size:
             tracked.size, tracked.stable_since, tracked.complete_at = size, now, None
@@ -135,20 +188,20 @@ class SnapshotWatcher:
             try:
                 tracked.sha256 = await asyncio.get_running_loop().run_in_executor(self._hasher, _sha256, tracked.path, size)
             except (OSError, EOFError) as exc:  # shrank or vanished while hashed: the next poll decides
-                self.host.log.warning("snapshot_unreadable", path=tracked.file.relpath, error=str(exc))
+                self.log.warning("snapshot_unreadable", path=tracked.file.relpath, error=str(exc))
                 return
             tracked.hashed_size, tracked.finalized_at, tracked.complete_at = size, iso_utc(time.time()), time.monotonic()
-            self.host.log.info("snapshot_complete", path=tracked.file.relpath, height=tracked.file.height, size=size)
+            self.log.info("snapshot_complete", path=tracked.file.relpath, height=tracked.file.height, size=size)
         await self._announce_when_offsets_are_known(tracked)
 
     async def _announce_when_offsets_are_known(self, tracked: TrackedSnapshot) -> None:
         assert tracked.complete_at is not None and tracked.sha256 is not None
         height = tracked.file.height
-        past = self.host.published_past(height)
+        past = self.tables.published_past(height)
         waited = time.monotonic() - tracked.complete_at
         if not all(past.values()) and waited < self.settings.snapshot_offsets_wait_s:
             return
-        offsets = await self.host.resume_offsets(height)
+        offsets = await self.offsets.resume_offsets(height)
         if offsets is None:
             return  # the data topics cannot be read now: the next poll tries again
         event: dict[str, Any] = {
@@ -164,7 +217,7 @@ class SnapshotWatcher:
         quiet = sorted(table for table, done in past.items() if not done)
         if quiet:
             event["partial"] = quiet
-        await self.host.announce(event)
+        await self.announcer.announce(event)
         self.pending.pop(tracked.file.relpath, None)
         self.announced.add(tracked.file.relpath)
 

@@ -25,9 +25,9 @@ GC_THRESHOLDS = (50_000, 20, 100)
 
 
 class SidecarApp(faust.App):
-    """The standalone app: checks the file system settings and chooses the line engine before the
-    worker touches Kafka, and tunes the garbage collector of the worker process (an embedding app
-    decides that for itself)."""
+    """The standalone app: checks the file system settings before the worker touches Kafka, waits for
+    the broker, and tunes the garbage collector of the worker process (an embedding app decides that
+    for itself)."""
 
     sidecar: Sidecar
 
@@ -35,7 +35,6 @@ class SidecarApp(faust.App):
         try:
             check_runtime(self.sidecar.settings)
             prepare_state_path(self.sidecar.settings, Path(self.conf.datadir))
-            self.sidecar.choose_engine()
         except ConfigError as exc:
             print(f"hyperdata-sidecar: configuration error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -48,7 +47,7 @@ class SidecarApp(faust.App):
         # server starts first, so /healthz answers and /readyz and the status page say why not yet.
         if self.conf.web_enabled:
             await self.web.maybe_start()
-        await self.sidecar.wait_for_broker()
+        await self.sidecar.broker.wait()
         await super().on_first_start()
 
     async def on_started(self) -> None:

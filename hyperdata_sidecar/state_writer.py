@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 import rocksdict
@@ -25,6 +26,23 @@ FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 10.0  # the cap keeps "room again" to "wri
 FAILED_LOG_EVERY_S = 10.0
 
 Table = MutableMapping[str, Any]
+
+
+@dataclass
+class StateTables:
+    """The sidecar's four Faust tables (RocksDB-backed; their changelogs are the durable copy):
+    ``sidecar-offsets`` (each file's cursor), ``sidecar-seals``, ``sidecar-backups`` and
+    ``sidecar-snapshots`` (each keyed by path). Written only in the agents, through the state writer."""
+
+    offsets: Table
+    seals: Table
+    backups: Table
+    snapshots: Table
+
+    def records(self, name: str) -> dict[str, Any]:
+        """The contents of ``seals``, ``backups`` or ``snapshots`` (one pass over its local store)."""
+        table: Table = {"seals": self.seals, "backups": self.backups, "snapshots": self.snapshots}[name]
+        return dict(table.items())
 
 
 def is_refusal(exc: Exception) -> bool:

@@ -11,31 +11,31 @@ order. Failed reports go to :class:`~hyperdata_sidecar.redelivery.Redelivery`; e
 producer to :class:`~hyperdata_sidecar.publishing.PublishFlow`; every metric and log line to
 :class:`~hyperdata_sidecar.tailer_events.TailerEvents`.
 
-The tailer never writes Faust tables itself; it hands checkpoints and rotation records to its
-:class:`TailerHost` (the Faust shell), which routes them through internal topics. A table's path
-shares no mutable state with the other tables' (the producer is thread-safe and orders records per
-partition).
+The tailer never writes Faust tables itself: it hands its checkpoints to the progress topic and its
+finalized files to the rotation topic (its :class:`TailerRooms`), whose agents write the tables. A
+table's path shares no mutable state with the other tables' (the producer is thread-safe and orders
+records per partition).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.backlog import Backlog, backlog_of
 from hyperdata_sidecar.core.cursor import GROWING, CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.filestep import Step, loss_on_deletion, sealed_step, tail_step
 from hyperdata_sidecar.core.hourfile import HourFile
-from hyperdata_sidecar.core.records import Topics, dead_letter_partition, refusal_name
+from hyperdata_sidecar.core.records import Topics, refusal_name
 from hyperdata_sidecar.core.seal import SealManifest
 from hyperdata_sidecar.core.tableorder import Adoption, Role, TableOrder
 from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.core.window import Cycle, Window
-from hyperdata_sidecar.filetail import FileTail, Handover, TailFactory, UnterminatedHandover
+from hyperdata_sidecar.engines import Engine, Handover
+from hyperdata_sidecar.filetail import FileTail, TailFactory
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.ports import LiveFile, TrackedView
@@ -43,66 +43,93 @@ from hyperdata_sidecar.publishing import Abandoned, Publisher, PublishFlow
 from hyperdata_sidecar.reader import HourFileReader
 from hyperdata_sidecar.redelivery import Redelivery
 from hyperdata_sidecar.scanner import DatedTree
-from hyperdata_sidecar.tailer_events import IncidentHost, TailerEvents
+from hyperdata_sidecar.tailer_events import Holds, Incidents, TailerEvents
 
-__all__ = ["Abandoned", "TableTailer", "TailerHost"]
+__all__ = ["Abandoned", "TableTailer", "TailerRooms"]
 
 RESCAN_EVERY_S = 5.0  # a long catch-up tick looks at the table's directory again this often
 
 
-class TailerHost(IncidentHost, Protocol):
-    """What a tailer needs from the shell that runs it (besides the incidents it reports)."""
+class Progress(Protocol):
+    """Where a tailer's checkpoints go (:class:`~hyperdata_sidecar.progress_topic.ProgressTopic`)."""
 
-    metrics: SidecarMetrics
-    log: EventLog
+    async def checkpoint(self, cursor: FileCursor) -> None:
+        """Persist ``cursor`` (called only once every record it covers was reported delivered)."""
+
+    async def forget(self, path: str) -> None:
+        """Drop every piece of state about ``path`` (the file is gone)."""
+
+
+class RotationSink(Protocol):
+    """Where a finalized file goes (:class:`~hyperdata_sidecar.rotations.Rotations`)."""
+
+    async def rotate(self, manifest: SealManifest) -> None:
+        """Hand a finalized file to the seal and backup agents."""
+
+    def sealed(self, path: str, revision: int) -> bool:
+        """True once the seal of ``path`` at ``revision`` (or a later one) is recorded."""
+
+
+class StateHealth(Protocol):
+    """The state store as the tailer asks after it (:class:`~hyperdata_sidecar.state_writer.StateWriter`)."""
+
+    @property
+    def problem(self) -> str | None:
+        """Why the state store cannot take writes now (None when it can). While it is not None the
+        tailer reads nothing new: cycles in flight settle and are checkpointed, nothing past them is published."""
+
+
+class Stopping(Protocol):
+    """The worker's stop (:class:`~hyperdata_sidecar.shutdown.Shutdown`)."""
 
     @property
     def stopping(self) -> bool:
         """True once the worker is shutting down."""
 
-    def state_problem(self) -> str | None:
-        """Why the state store cannot take writes now (None when it can). While it is not None the
-        tailer reads nothing new: cycles in flight settle and are checkpointed, nothing past them is published."""
-
-    async def checkpoint(self, cursor: FileCursor) -> None:
-        """Persist ``cursor`` (called only once every record it covers was reported delivered)."""
-
-    async def rotate(self, manifest: SealManifest) -> None:
-        """Hand a finalized file to the seal and backup agents."""
-
-    async def forget(self, path: str) -> None:
-        """Drop every piece of state about ``path`` (the file is gone)."""
-
-    def sealed(self, path: str, revision: int) -> bool:
-        """True once the seal of ``path`` at ``revision`` (or a later one) is recorded."""
-
     async def pause(self, seconds: float) -> bool:
         """Back off for up to ``seconds``; False (early) when the worker is stopping."""
+
+
+class TailerRooms(NamedTuple):
+    """The rooms a tailer works with: the engine (its reads) and the data plane (its line engines,
+    without a ``produce``), where checkpoints and finalized files go, the state store's health, the
+    incidents and holds it reports, the worker's stop, and its metrics and log."""
+
+    engine: Engine
+    publisher: Publisher
+    progress: Progress
+    rotations: RotationSink
+    state: StateHealth
+    incidents: Incidents
+    holds: Holds
+    shutdown: Stopping
+    metrics: SidecarMetrics
+    log: EventLog
 
 
 class TableTailer:
     """Tails the hour files of one node table."""
 
-    def __init__(
-        self, spec: TableSpec, settings: Settings, host: TailerHost, publisher: Publisher, stored: dict[str, FileCursor]
-    ) -> None:
+    def __init__(self, spec: TableSpec, settings: Settings, rooms: TailerRooms, stored: dict[str, FileCursor]) -> None:
         self.spec = spec
         self.settings = settings
-        self.host = host
+        self.progress, self.rotations, self.state, self.shutdown = rooms.progress, rooms.rotations, rooms.state, rooms.shutdown
         self.table = spec.dir_name
+        publisher = rooms.publisher
         topic, dlq = settings.topic_for(spec), settings.topic_dlq
         self.topics = Topics(topic, publisher.partitions[topic], dlq, publisher.partitions[dlq])
         self.events = TailerEvents(
             self.table,
-            host.metrics,
-            host.log,
-            host,
+            rooms.metrics,
+            rooms.log,
+            rooms.incidents,
+            rooms.holds,
             lag_warn_bytes=settings.lag_warn_bytes,
             lag_warn_s=settings.lag_warn_seconds,
         )
-        self.flow = PublishFlow(publisher, self.events, stopping=lambda: host.stopping, pause=host.pause)
-        self.factory = TailFactory(spec, settings, self.topics, publisher)
-        self.redelivery = Redelivery(self.topics, self.factory, self.flow, self.events)
+        self.flow = PublishFlow(publisher, self.events, stopping=lambda: rooms.shutdown.stopping, pause=rooms.shutdown.pause)
+        self.factory = TailFactory(spec, settings, self.topics, rooms.engine, publisher)
+        self.redelivery = Redelivery(self.topics, self.flow, self.events)
         self.tree = DatedTree(
             settings.watch_dir / spec.dir_name / "hourly",
             f"{self.table}/hourly",
@@ -114,7 +141,6 @@ class TableTailer:
         self.files: dict[str, FileTail] = {}
         self._sizes: dict[str, int] = {}  # files still to publish: their size at the last scan
         self._scanned_at = 0.0
-        self._dlq_partition = dead_letter_partition(spec, self.topics)
         # The highest block of a line this table has delivered (None before any), for snapshot events.
         self.published_block: int | None = max((c.last_block for c in stored.values() if c.last_block is not None), default=None)
         for path, cursor in stored.items():
@@ -128,7 +154,7 @@ class TableTailer:
         """One poll: catch every file up as far as it has grown, finalize what is finished."""
         started = time.perf_counter()
         await self._settle_all()  # cycles left by an interrupted tick
-        if self.host.state_problem() is not None:
+        if self.state.problem is not None:
             return
         hours = self._scan()
         await self._drop_deleted({h.relpath for h in hours})
@@ -221,7 +247,7 @@ class TableTailer:
             cursor = cursor.with_changes(byte_offset=start, size=size)
         # Persisted at once: the file's start state (``seq0``) comes from the previous file, which
         # may be pruned before this file's first line is checkpointed.
-        await self.host.checkpoint(cursor)
+        await self.progress.checkpoint(cursor)
         self.events.file_adopted(cursor)
         tail = self.files[hour.relpath] = self.factory.tail(hour, cursor)
         return tail
@@ -232,10 +258,10 @@ class TableTailer:
             cursor = tail.cursor
             if cursor.stage is CursorStage.TAILING:
                 self.order.lost(tail.engine.state().seq)
-            loss = loss_on_deletion(cursor.stage, sealed=self.host.sealed(path, cursor.revision))
+            loss = loss_on_deletion(cursor.stage, sealed=self.rotations.sealed(path, cursor.revision))
             size_seen = cursor.size if cursor.stage is CursorStage.FINALIZED else tail.reader.last_size
             self.events.file_deleted(cursor, loss, size_seen)
-            await self.host.forget(path)
+            await self.progress.forget(path)
 
     # ------------------------------------------------------------------ one file
 
@@ -259,7 +285,7 @@ class TableTailer:
                 assert size is not None
                 await self._read(tail, size)
                 self._rescan_if_due()
-                if self.host.stopping or self.host.state_problem() is not None:
+                if self.shutdown.stopping or self.state.problem is not None:
                     await self._settle_all()
                     return False
                 continue
@@ -303,7 +329,7 @@ class TableTailer:
         """Step ``handover`` until every line of its read was handed over: wait while the producer's
         queue is full; hold the table (not ready, slow retries) while the client refuses a record."""
         backoff = self.flow.backoff()
-        while not (await asyncio.to_thread(handover.step) if handover.off_loop else handover.step()):
+        while not await handover.step():
             refusal = handover.refusal
             if refusal is None:
                 await self.flow.wait_for_room()
@@ -321,7 +347,7 @@ class TableTailer:
         self.events.file_restarted(tail.cursor, reason, size)
         cursor = tail.cursor.restarted()
         fresh = self.files[cursor.path] = self.factory.tail(tail.hour, cursor)
-        await self.host.checkpoint(cursor)
+        await self.progress.checkpoint(cursor)
         return fresh
 
     def _report_lag(self, tail: FileTail, size: int) -> None:
@@ -345,7 +371,7 @@ class TableTailer:
         if cycle.tally.lines and cursor.last_block is not None:
             self.published_block = max(cursor.last_block, self.published_block or cursor.last_block)
         self.events.committed(tail.path, cycle.tally)
-        await self.host.checkpoint(cursor)
+        await self.progress.checkpoint(cursor)
 
     # ------------------------------------------------------------------ finalization and sealed files
 
@@ -358,9 +384,8 @@ class TableTailer:
         start = tail.engine.state()
         partial = tail.engine.flush_partial()
         if partial is not None:
-            cycle = self.window.open(tail.path, start, partial)
-            acks = cycle.deliveries.cycle_acks(self.topics, self._dlq_partition)
-            await self._hand_over(UnterminatedHandover(tail.engine, partial, acks, cycle.tally))
+            cycle = self.window.open(tail.path, start, partial, tail.engine.deliveries())
+            await self._hand_over(tail.engine.unterminated(partial, cycle))
             self._close(cycle, tail, complete=True)
             await self._settle_all()
         await tail.reader.catch_up_digest(size, None)
@@ -375,10 +400,10 @@ class TableTailer:
         )
         manifest = manifest_from_cursor(cursor, self.settings.node_id)
         assert manifest is not None
-        await self.host.rotate(manifest)
+        await self.rotations.rotate(manifest)
         tail.cursor = cursor
         tail.watch_until = self.factory.watch_until(cursor)
-        await self.host.checkpoint(cursor)
+        await self.progress.checkpoint(cursor)
         if first:
             self.order.finished(cursor.carry_state)
         self.events.file_finalized(cursor, first=first)
@@ -399,7 +424,7 @@ class TableTailer:
             self.events.late_append(tail.cursor, size)
             reopened = tail.cursor.reopened()
             tail = self.files[reopened.path] = self.factory.tail(tail.hour, reopened, tail.reader)
-            await self.host.checkpoint(reopened)
+            await self.progress.checkpoint(reopened)
             await self._publish(tail, has_later_file=True)
 
     async def _mark_rewritten(self, tail: FileTail, reason: str, size: int) -> None:
@@ -409,4 +434,4 @@ class TableTailer:
         self.events.sealed_file_rewritten(tail.cursor, reason, size)
         tail.cursor = tail.cursor.moved_to(CursorStage.REWRITTEN)
         tail.watch_until = None
-        await self.host.checkpoint(tail.cursor)
+        await self.progress.checkpoint(tail.cursor)

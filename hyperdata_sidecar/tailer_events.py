@@ -2,7 +2,7 @@
 
 :class:`TailerEvents` names each event of a tailer's life once (a file adopted, read, committed,
 finalized, restarted, deleted; a topic held and released; a record rejected) and turns it into the
-metric, the log line and, for incidents the status page lists, the host's record of it. The tailer
+metric, the log line and, for incidents the status page lists, the record of incidents. The tailer
 and its parts call these methods and never touch the metrics or the log themselves.
 """
 
@@ -20,8 +20,9 @@ from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 
 
-class IncidentHost(Protocol):
-    """The shell's record of incidents (the status page lists them); it also counts and logs them."""
+class Incidents(Protocol):
+    """The record of incidents the status page lists (:class:`~hyperdata_sidecar.incidents.IncidentHistory`);
+    it also counts and logs them."""
 
     def file_lost(self, table: str, path: str, reason: str, published_to: int, size_seen: int) -> None:
         """``path`` was deleted before its lines were all published, or before its seal."""
@@ -35,6 +36,10 @@ class IncidentHost(Protocol):
     def sealed_file_rewritten(self, table: str, path: str, reason: str, sealed_size: int, size: int) -> None:
         """``path`` was ``"truncated"`` or ``"replaced"`` after its seal; it is no longer read."""
 
+
+class Holds(Protocol):
+    """Which tables cannot publish now (:class:`~hyperdata_sidecar.readiness.Readiness`)."""
+
     def hold(self, table: str, reason: str | None) -> None:
         """The table cannot publish (``reason``) and keeps its position; None once it can again."""
 
@@ -47,7 +52,8 @@ class TailerEvents:
         table: str,
         metrics: SidecarMetrics,
         log: EventLog,
-        incidents: IncidentHost,
+        incidents: Incidents,
+        holds: Holds,
         *,
         lag_warn_bytes: int,
         lag_warn_s: float,
@@ -56,6 +62,7 @@ class TailerEvents:
         self.metrics = metrics
         self.log = log
         self.incidents = incidents
+        self.holds = holds
         self.lag_warn_bytes = lag_warn_bytes
         self.lag_warn_s = lag_warn_s
 
@@ -160,7 +167,7 @@ class TailerEvents:
 
     def held(self, reason: str, *, retry_in_s: float, records: int | None = None) -> None:
         """The table cannot publish: not ready (``reason``), counted, logged (rate-limited)."""
-        self.incidents.hold(self.table, reason)
+        self.holds.hold(self.table, reason)
         self.metrics.producer_error("hold")
         self.log.limited(
             logging.ERROR,
@@ -175,7 +182,7 @@ class TailerEvents:
 
     def released(self) -> None:
         """The held table publishes again."""
-        self.incidents.hold(self.table, None)
+        self.holds.hold(self.table, None)
         self.log.info("topic_writable_again", table=self.table)
 
     def metadata_refresh_failed(self, topic: str, error: str) -> None:

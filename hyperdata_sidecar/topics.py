@@ -1,4 +1,5 @@
-"""The topic contract (``topics.toml``) and its idempotent application to a cluster.
+"""The topic contract (``topics.toml``) and its idempotent application to a cluster; the names of
+the sidecar's internal topics.
 
 ``faust -A hyperdata_sidecar topics`` applies it with the worker's own settings (``faust.ini`` and
 the environment: topic names, ``KAFKA_BOOTSTRAP``, ``TOPIC_REPLICATION_FACTOR``, the SASL/SSL
@@ -65,6 +66,22 @@ class TopicOutcome:
                 f"{self.topic}: exists with {self.actual_partitions} partitions, the contract says {self.partitions}; left alone"
             )
         return f"{self.topic}: {self.outcome.value} ({self.actual_partitions} partitions)"
+
+
+# --------------------------------------------------------------------------- internal topics
+
+#: The sidecar's internal topics (one partition each, created by Faust), by role: checkpoints on
+#: their way to ``sidecar-offsets``; finalized files on their way to the seal and backup agents;
+#: backup retries and ``backup-retry`` requests; snapshot events on their way to the snapshot agent.
+INTERNAL_TOPICS = ("progress", "rotations", "backup-attempts", "snapshot-events")
+
+
+def internal_topic_name(app_id: str, role: str) -> str:
+    """The internal topic of ``role`` (one of :data:`INTERNAL_TOPICS`) of the app ``app_id``:
+    ``<app id>-sidecar-<role>`` (the ``backup-retry`` command writes to ``backup-attempts`` too)."""
+    if role not in INTERNAL_TOPICS:
+        raise ValueError(f"no internal topic {role!r}; the sidecar has {', '.join(INTERNAL_TOPICS)}")
+    return f"{app_id}-sidecar-{role}"
 
 
 # --------------------------------------------------------------------------- contract

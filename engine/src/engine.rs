@@ -62,6 +62,9 @@ impl Sink for Collector {
     }
 }
 
+/// The `detail` of an unterminated line's dead letter (`records.UNTERMINATED`).
+pub const UNTERMINATED: &str = "the file was finalized without a newline after its last line";
+
 /// The unterminated last line of a finalized file.
 pub enum Unterminated {
     Line { offset: u64, data: Vec<u8> },
@@ -183,6 +186,33 @@ impl LineEngine {
             },
             Item::Oversize { offset, length, sha256 } => Unterminated::Oversize { offset, length, sha256 },
         }))
+    }
+
+    /// Sends the dead letter of `item` (what `flush_partial` gave: the file was finalized without a
+    /// newline after it), reason `unterminated`, its value the line or, for an oversize one, its
+    /// reference. The offset stays where `flush_partial` moved it; a refusal is in the batch, and
+    /// the same call is made again once there is room.
+    pub fn write_unterminated(&self, item: &Unterminated, sink: &mut dyn Sink) -> Batch {
+        let (offset, value) = match item {
+            Unterminated::Line { offset, data } => (*offset, data.clone()),
+            Unterminated::Oversize { offset, length, sha256 } => (*offset, self.builder.reference(*offset, *length, sha256)),
+        };
+        let record = self.builder.dead_letter("unterminated", offset, value, UNTERMINATED);
+        let mut batch = Batch::default();
+        match record.send_with(|record| sink.send(record)) {
+            Ok(()) => {
+                batch.dead_letters.push(("unterminated".to_owned(), offset));
+                batch.dlq += 1;
+            }
+            Err(refusal) => batch.refusal = Some(refusal),
+        }
+        batch
+    }
+
+    /// The `rejected` dead letter standing for the data record of the line at `offset` (`line`,
+    /// its value) that the broker refused for good with `error` (`detail`: the broker's words).
+    pub fn rejection(&self, offset: u64, line: &[u8], error: &str, detail: &str) -> Record {
+        self.builder.rejection(offset, line, error, detail)
     }
 
     fn write_pending(&mut self, sink: &mut dyn Sink) -> Batch {
@@ -439,6 +469,30 @@ mod tests {
         }
         assert_eq!(counts, (6, 1));
         assert_eq!(plain.sequencer.state().epoch, 1); // block 6 then 4: one regression
+    }
+
+    #[test]
+    fn an_unterminated_line_refused_is_offered_again_and_moves_nothing() {
+        let mut engine = engine();
+        let mut collector = Collector::default();
+        engine.feed(b"half a line", &mut collector).unwrap();
+        let held = engine.flush_partial().unwrap().unwrap();
+        let offset = engine.offset();
+        let mut refusing = Refusing {
+            every: 1,
+            offered: 0,
+            records: Vec::new(),
+        };
+        let refused = engine.write_unterminated(&held, &mut refusing);
+        assert!(refused.refusal.is_some() && refused.dlq == 0 && refused.dead_letters.is_empty());
+        let sent = engine.write_unterminated(&held, &mut collector);
+        assert_eq!(
+            (sent.dlq, sent.dead_letters.clone()),
+            (1, vec![("unterminated".to_owned(), 0)])
+        );
+        assert_eq!(engine.offset(), offset);
+        assert_eq!(collector.records[0].value, b"half a line");
+        assert_eq!(collector.records[0].headers[3].1, UNTERMINATED.as_bytes());
     }
 
     #[test]

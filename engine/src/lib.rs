@@ -22,7 +22,7 @@ use crate::engine::{Collector, Misuse, Sink, Unterminated, Verdict};
 use crate::inspect::CoinLocation;
 use crate::producer::{Deliveries, ProduceError, Refusal};
 use crate::python_producer::{PythonProducer, PythonSink};
-use crate::records::{Batch as RecordBatch, Destination, RecordBuilder, RecordRef};
+use crate::records::{Batch as RecordBatch, Destination, Record, RecordBuilder, RecordRef};
 use crate::sequencer::{SeqState, Sequencer};
 use crate::splitter::LineSplitter;
 
@@ -123,6 +123,45 @@ impl LineEngine {
     fn reject(&mut self, py: Python<'_>, reason: String, detail: String, sink: Option<Target<'_>>) -> PyResult<Batch> {
         let verdict = Verdict::Rejected { reason, detail };
         self.run(py, sink, |engine, sink| engine.resume(verdict, sink))
+    }
+
+    /// The dead letter of the unterminated tail `flush_partial` gave (`data`, or for an oversize
+    /// line its `length` and `sha256`), handed to `sink` (kept in the batch when None). The offset
+    /// is not moved: `flush_partial` moved it; a refused record is sent by calling again.
+    #[pyo3(signature = (offset, length, data=None, sha256=None, sink=None))]
+    fn write_unterminated(
+        &mut self,
+        py: Python<'_>,
+        offset: u64,
+        length: u64,
+        data: Option<Vec<u8>>,
+        sha256: Option<String>,
+        sink: Option<Target<'_>>,
+    ) -> PyResult<Batch> {
+        let item = match (data, sha256) {
+            (Some(data), None) if data.len() as u64 == length => Unterminated::Line { offset, data },
+            (None, Some(sha256)) => Unterminated::Oversize { offset, length, sha256 },
+            _ => {
+                return Err(PyValueError::new_err(
+                    "give the line's data (of its length), or the sha256 of an oversize line",
+                ))
+            }
+        };
+        self.run(py, sink, |engine, sink| Ok(engine.write_unterminated(&item, sink)))
+    }
+
+    /// The `rejected` dead letter for the data record of the line at `offset` (`value`) that the
+    /// broker refused for good with `error` (`detail`, its words), as (topic, partition, key, value, headers).
+    fn rejection<'py>(
+        &self,
+        py: Python<'py>,
+        offset: u64,
+        value: &[u8],
+        error: &str,
+        detail: &str,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let record = self.engine.rejection(offset, value, error, detail);
+        record_tuple(py, &record, &self.data_topic, &self.dlq_topic)
     }
 
     /// The held unterminated tail, the offset moved past it; None if nothing is held.
@@ -269,26 +308,7 @@ impl Batch {
     fn records<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let records = PyList::empty(py);
         for record in &self.batch.records {
-            let topic = match record.destination {
-                Destination::Data => &self.data_topic,
-                Destination::DeadLetters => &self.dlq_topic,
-            };
-            let headers = PyList::empty(py);
-            for (name, value) in &record.headers {
-                headers.append((name.as_str(), PyBytes::new(py, value)))?;
-            }
-            let key = PyBytes::new(py, &record.key);
-            let value = PyBytes::new(py, &record.value);
-            records.append(PyTuple::new(
-                py,
-                [
-                    topic.into_pyobject(py)?.into_any(),
-                    record.partition.into_pyobject(py)?.into_any(),
-                    key.into_any(),
-                    value.into_any(),
-                    headers.into_any(),
-                ],
-            )?)?;
+            records.append(record_tuple(py, record, &self.data_topic, &self.dlq_topic)?)?;
         }
         Ok(records)
     }
@@ -355,6 +375,28 @@ impl Batch {
     }
 }
 
+/// `record` as `produce` would receive it: (topic, partition, key, value, headers).
+fn record_tuple<'py>(py: Python<'py>, record: &Record, data_topic: &str, dlq_topic: &str) -> PyResult<Bound<'py, PyTuple>> {
+    let topic = match record.destination {
+        Destination::Data => data_topic,
+        Destination::DeadLetters => dlq_topic,
+    };
+    let headers = PyList::empty(py);
+    for (name, value) in &record.headers {
+        headers.append((name.as_str(), PyBytes::new(py, value)))?;
+    }
+    PyTuple::new(
+        py,
+        [
+            topic.into_pyobject(py)?.into_any(),
+            record.partition.into_pyobject(py)?.into_any(),
+            PyBytes::new(py, &record.key).into_any(),
+            PyBytes::new(py, &record.value).into_any(),
+            headers.into_any(),
+        ],
+    )
+}
+
 /// The unterminated last line of a finalized file: its bytes, or for an oversize one its sha256.
 #[pyclass(module = "hyperdata_sidecar_engine", frozen)]
 struct HeldLine {
@@ -397,7 +439,11 @@ fn hyperdata_sidecar_engine(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<producer::Deliveries>()?;
     module.add_class::<producer::PyClientError>()?;
     module.add_class::<producer::Delivered>()?;
-    module.add_class::<PythonProducer>()?;
+    // What only the tests use, apart: `testing.PythonProducer` runs the engine on a Python
+    // `produce` (the tailer's unit tests' fake broker); the sidecar never does.
+    let testing = PyModule::new(module.py(), "testing")?;
+    testing.add_class::<PythonProducer>()?;
+    module.add_submodule(&testing)?;
     module.add("ProduceError", module.py().get_type::<producer::ProduceError>())?;
     module.add_function(wrap_pyfunction!(partition_for, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -1,7 +1,8 @@
 //! A sink that hands each record to a Python `produce` callable, exactly as `RecordWriter` calls
 //! it: `produce(topic, value, key, partition, on_delivery, None, 0, headers)`, with the GIL held.
 //!
-//! The engine's own `Producer` is the sidecar's path; this one runs the same engine against any
+//! For tests only (exported as `hyperdata_sidecar_engine.testing.PythonProducer`): the engine's
+//! own `Producer` is the sidecar's path; this one runs the same engine against any
 //! confluent-kafka-shaped `produce` (the tailer's unit tests give it their fake broker's), with
 //! the cycle's Python delivery callbacks. What `produce` raises is a refusal, judged as the
 //! reference writer judges it: `BufferError` is the queue being full; any other exception is the
@@ -17,7 +18,7 @@ use crate::records::{Destination, RecordRef};
 
 /// A Python `produce` callable and one cycle's delivery callbacks (`CycleAcks`): `data[p]` for the
 /// records of data partition `p`, `dlq` for dead letters.
-#[pyclass(module = "hyperdata_sidecar_engine", frozen)]
+#[pyclass(module = "hyperdata_sidecar_engine.testing", frozen)]
 pub struct PythonProducer {
     produce: Py<PyAny>,
     data: Vec<Py<PyAny>>,

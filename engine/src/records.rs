@@ -10,8 +10,11 @@
 
 use std::collections::HashMap;
 
+use sha2::{Digest, Sha256};
+
 use crate::murmur2::partition_for;
 use crate::sequencer::Regression;
+use crate::splitter::hex;
 
 /// Longest `detail` header kept, in bytes (cut as `detail.encode()[:1024]` cuts it).
 const MAX_DETAIL_BYTES: usize = 1024;
@@ -149,6 +152,21 @@ impl RecordBuilder {
             ("reason".to_owned(), reason.as_bytes().to_vec()),
             ("detail".to_owned(), detail.to_vec()),
         ];
+        self.to_dead_letters(value, headers)
+    }
+
+    /// The DLQ record that stands for the data record of the line at `offset` (`value`, its line)
+    /// that the broker refused for good: reason `rejected`, the broker's `error` name in a header
+    /// of its own, and a reference to the line as its value (`RecordWriter.rejection`).
+    pub fn rejection(&self, offset: u64, value: &[u8], error: &str, detail: &str) -> Record {
+        let sha256 = hex(&Sha256::digest(value));
+        let reference = self.reference(offset, value.len() as u64, &sha256);
+        let mut record = self.dead_letter("rejected", offset, reference, detail);
+        record.headers.push(("error".to_owned(), error.as_bytes().to_vec()));
+        record
+    }
+
+    fn to_dead_letters(&self, value: Vec<u8>, headers: Vec<(String, Vec<u8>)>) -> Record {
         Record {
             destination: Destination::DeadLetters,
             partition: self.dlq_partition,

@@ -167,25 +167,3 @@ class Deliveries:
             if found is not None:
                 ranges[partition] = found
         return ranges
-
-
-class NativeDeliveries(Deliveries):
-    """The delivery reports of a cycle produced by the compiled engine, counted in Rust (``native``:
-    its ``Deliveries``, which the engine's producer reports into with no Python call per record).
-    Records sent again from Python are counted by :meth:`widen`, as for :class:`Deliveries`."""
-
-    def __init__(self, native: Any) -> None:
-        super().__init__()
-        self.native = native
-
-    def callback(self, topic: str, partition: int) -> DeliveryCallback:
-        raise TypeError("the compiled engine's cycles take no Python delivery callbacks")
-
-    def reported(self) -> int:
-        return int(self.native.reported())
-
-    def failures(self) -> list[Failure]:
-        return [Failure(topic, partition, position, error) for topic, partition, position, error in self.native.failures()]
-
-    def _delivered_ranges(self, topic: str) -> dict[int, tuple[int, int]]:
-        return dict(self.native.offset_ranges(topic))

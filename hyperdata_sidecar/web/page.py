@@ -92,15 +92,11 @@ def _header(status: SidecarStatus) -> str:
     updated = time.strftime("%H:%M:%S", time.gmtime(status.now))
     return (
         f"<header><h1>hyperdata-sidecar</h1>{ready}{broker}"
-        f'<span class="meta">node {_e(status.node)} · app {_e(status.app_id)} · {_e(_engine(status))}'
+        f'<span class="meta">node {_e(status.node)} · app {_e(status.app_id)} · engine {_e(status.engine.label())}'
         f" · up {_e(duration(status.now - status.started_at))}"
         f" · updated {updated} UTC</span>"
         f'<span id="stale" class="badge warn">refresh failed: showing the last good data</span></header>'
     )
-
-
-def _engine(status: SidecarStatus) -> str:
-    return f"engine {status.engine.label()}" if status.engine is not None else "engine not chosen yet"
 
 
 def _catch_up(status: SidecarStatus) -> str:

@@ -66,7 +66,7 @@ def install_pages(app: faust.App, sidecar: SidecarView) -> None:
 
     @app.page("/readyz", name="hyperdata_sidecar.readyz")
     async def readyz(view: View, request: Request) -> Response:
-        reasons = sidecar.not_ready_reasons()
+        reasons = sidecar.readiness.not_ready_reasons()
         return view.json({"ready": not reasons, "reasons": reasons}, status=503 if reasons else 200)
 
     @app.page("/sidecar/files/", name="hyperdata_sidecar.files")

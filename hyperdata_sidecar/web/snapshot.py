@@ -32,6 +32,7 @@ from hyperdata_sidecar.web.history import History
 from hyperdata_sidecar.web.rates import LineRates
 from hyperdata_sidecar.web.status import (
     BacklogStatus,
+    EngineInfo,
     SidecarStatus,
     Thresholds,
     catch_up_line,
@@ -44,13 +45,16 @@ RECENT = 8  # seals and backups on the status page
 
 def cursors(view: SidecarView) -> dict[str, FileCursor]:
     """Every tracked file's cursor."""
-    return {path: tracked.cursor for files in view.tracked().values() for path, tracked in files.items()}
+    return {path: tracked.cursor for files in view.files.tracked().values() for path, tracked in files.items()}
 
 
 def live_files(view: SidecarView) -> dict[str, LiveFile]:
     """Size on disk now and held partial bytes of each file being tailed."""
     return {
-        path: tracked.live for files in view.tracked().values() for path, tracked in files.items() if tracked.live is not None
+        path: tracked.live
+        for files in view.files.tracked().values()
+        for path, tracked in files.items()
+        if tracked.live is not None
     }
 
 
@@ -61,21 +65,21 @@ def files(
     return file_statuses(
         cursors(view),
         live_files(view),
-        view.records("seals") if seals is None else seals,
-        view.records("backups") if backups is None else backups,
+        view.tables.records("seals") if seals is None else seals,
+        view.tables.records("backups") if backups is None else backups,
     )
 
 
 def seals(view: SidecarView, limit: int) -> list[dict[str, Any]]:
     """The ``limit`` most recent seals (``/sidecar/seals/``)."""
-    return recent_seals(view.records("seals"), limit)
+    return recent_seals(view.tables.records("seals"), limit)
 
 
 def snapshots(view: SidecarView, limit: int) -> dict[str, Any]:
     """The ``limit`` newest published snapshot events and the snapshots still waiting (``/sidecar/snapshots/``)."""
     return {
-        "snapshots": recent_snapshots(view.records("snapshots"), view.records("backups"), limit),
-        "waiting": view.snapshots_waiting(),
+        "snapshots": recent_snapshots(view.tables.records("snapshots"), view.tables.records("backups"), limit),
+        "waiting": view.snapshots.waiting(),
         "topic": view.settings.topic_snapshots,
     }
 
@@ -98,12 +102,12 @@ def dlq(view: SidecarView) -> dict[str, Any]:
 def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStatus:
     """The whole picture for the status page."""
     now = time.time()
-    sealed, backed_up = view.records("seals"), view.records("backups")
+    sealed, backed_up = view.tables.records("seals"), view.tables.records("backups")
     statuses = files(view, sealed, backed_up)
     metrics = view.metrics
     totals = metrics.lines_published_totals()
     dlq_counts = metrics.dlq_counts()
-    backlogs = view.backlog()
+    backlogs = view.backlogs.estimates()
     tables = [
         table_status(
             spec.dir_name,
@@ -119,9 +123,9 @@ def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStat
         )
         for spec in TABLES
     ]
-    reasons = view.not_ready_reasons()
+    reasons = view.readiness.not_ready_reasons()
     thresholds = Thresholds(view.settings.lag_warn_seconds, view.settings.lag_warn_bytes)
-    engine = view.chosen_engine
+    engine = view.engine
     return SidecarStatus(
         node=view.settings.node_id,
         app_id=view.app_id,
@@ -129,26 +133,26 @@ def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStat
         started_at=view.started_at,
         ready=not reasons,
         not_ready=reasons,
-        broker_connected=view.broker_connected,
+        broker_connected=view.broker.connected,
         tables=tables,
         seals=recent_seals(sealed, RECENT),
         backups=recent_backups(backed_up, RECENT),
-        snapshots=recent_snapshots(view.records("snapshots"), backed_up, RECENT),
+        snapshots=recent_snapshots(view.tables.records("snapshots"), backed_up, RECENT),
         problems=problems(
             not_ready=reasons,
             tables=tables,
             files=statuses,
             thresholds=thresholds,
             now=now,
-            lost=list(view.lost),
-            late_appends=list(view.late_appends),
-            rewritten=list(view.rewritten),
-            regressions=view.regressions,
-            engine_fallback=engine.fallback_reason if engine is not None else None,
+            lost=list(view.incidents.lost),
+            late_appends=list(view.incidents.late_appends),
+            rewritten=list(view.incidents.rewritten),
+            regressions=view.incidents.regressions,
+            engine_fallback=engine.fallback_reason,
         ),
         config=view.settings.public_summary(),
         catch_up=catch_up_line(tables),
-        engine=engine,
+        engine=EngineInfo.of(engine),
     )
 
 
@@ -163,10 +167,10 @@ def refresh_gauges(view: SidecarView) -> None:
     """
     metrics = view.metrics
     metrics.set_lag_warn_bytes(view.settings.lag_warn_bytes)
-    backups = view.records("backups")
+    backups = view.tables.records("backups")
     metrics.set_backups_parked(sum(1 for record in backups.values() if status_of(record) is BackupStatus.PARKED))
-    seals_table = view.records("seals")
-    for table, tracked_files in view.tracked().items():
+    seals_table = view.tables.records("seals")
+    for table, tracked_files in view.files.tracked().items():
         metrics.set_files_tailed(table, len(tracked_files))
         oldest: float | None = None
         oldest_hour_end: float | None = None
@@ -193,7 +197,7 @@ def refresh_gauges(view: SidecarView) -> None:
 
 def backlogs(view: SidecarView) -> dict[str, dict[str, Any]]:
     """Each sampled table's backlog as ``/sidecar/files/`` serves it (the ``files`` command prints it)."""
-    return {table: asdict(BacklogStatus.of(estimate)) for table, estimate in sorted(view.backlog().items())}
+    return {table: asdict(BacklogStatus.of(estimate)) for table, estimate in sorted(view.backlogs.estimates().items())}
 
 
 def file_state_counts(statuses: list[FileStatus]) -> dict[str, int]:

@@ -89,6 +89,22 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class EngineInfo:
+    """The line engine in use, as the page and ``/sidecar/status/`` name it."""
+
+    name: str
+    version: str
+    fallback_reason: str | None = None
+
+    @classmethod
+    def of(cls, engine: Engine) -> EngineInfo:
+        return cls(engine.name, engine.version, engine.fallback_reason)
+
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
+
+
+@dataclass(frozen=True)
 class SidecarStatus:
     """Everything the status page shows. ``problems`` is empty when nothing needs attention."""
 
@@ -103,10 +119,10 @@ class SidecarStatus:
     seals: list[dict[str, Any]]
     backups: list[dict[str, Any]]
     problems: list[Problem]
+    engine: EngineInfo
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     catch_up: str | None = None  # one line while a table is catching up (see catch_up_line)
-    engine: Engine | None = None  # the line engine in use; None until the worker has chosen it
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

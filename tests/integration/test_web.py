@@ -35,7 +35,7 @@ from hyperdata_sidecar.tools.generate import CorpusSummary, generate_corpus
 from hyperdata_sidecar.web.charts import HEIGHT, PAD, WIDTH
 from hyperdata_sidecar.web.history import EVERY_S, SPAN_S, History
 from hyperdata_sidecar.web.page import render_page
-from hyperdata_sidecar.web.status import BacklogStatus, SidecarStatus, TableStatus, catch_up_line
+from hyperdata_sidecar.web.status import BacklogStatus, EngineInfo, SidecarStatus, TableStatus, catch_up_line
 from hyperdata_sidecar.web.units import hour_label, table_label
 
 from prometheus_process import ALERTS, PrometheusProcess
@@ -498,6 +498,7 @@ async def test_chromium_draws_the_charts_where_the_samples_put_them(tmp_path: Pa
             ready=True,
             not_ready=[],
             broker_connected=True,
+            engine=EngineInfo("native", "0.1.0"),
             tables=[fills],
             seals=[],
             backups=[],
@@ -532,6 +533,7 @@ def page_for(node: str) -> str:
             ready=True,
             not_ready=[],
             broker_connected=True,
+            engine=EngineInfo("native", "0.1.0"),
             tables=[],
             seals=[],
             backups=[],
@@ -658,6 +660,7 @@ def status_with_long_names() -> SidecarStatus:
         ready=False,
         not_ready=["waiting for Kafka"],
         broker_connected=False,
+        engine=EngineInfo("native", "0.1.0"),
         tables=tables,
         seals=seals,
         backups=backups,

@@ -8,6 +8,10 @@ from typing import Any
 
 import pytest
 
+from hyperdata_sidecar.engines import Engine
+from hyperdata_sidecar.engines.native import NativeEngine
+from hyperdata_sidecar.engines.python import PythonEngine
+
 from fake_broker import FakeBroker
 
 NATIVE_MODULE = "hyperdata_sidecar_engine"
@@ -23,11 +27,9 @@ def native() -> Any:
 
 
 @pytest.fixture(params=["python", "native"])
-def line_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The line engine the test runs: the compiled engine's module for ``native``, None for
-    ``python``. Every :class:`FakeBroker` made in the test hands its tailers that engine."""
-    if request.param == "python":
-        return None
-    module = request.getfixturevalue("native")
-    monkeypatch.setattr(FakeBroker, "engine", module)
-    return module
+def line_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Engine:
+    """The line engine the test runs. Every :class:`FakeBroker` made in the test hands its tailers
+    that engine."""
+    engine: Engine = PythonEngine("test") if request.param == "python" else NativeEngine(request.getfixturevalue("native"))
+    monkeypatch.setattr(FakeBroker, "engine", engine)
+    return engine

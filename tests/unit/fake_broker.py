@@ -8,10 +8,9 @@ produced; while the broker is away nothing is reported and nothing is lost; a re
 good is reported failed and the records after it go on. The "topics" are its ``log``: a record's
 offset is its index in its partition's list.
 
-Its tailers run the line engine :attr:`FakeBroker.engine` names: the Python one, or the compiled one
-handed this ``produce`` as its producer (``NativeProducer(engine, produce)``: the engine calls it per
-record as the reference writer does). tests/unit/conftest.py's ``line_engine`` fixture runs a test
-on each.
+Its tailers run the line engine :attr:`FakeBroker.engine`: the Python one, or the compiled one
+handed this ``produce`` (tests/unit/native_on_python.py: the engine calls it per record as the
+reference writer does). tests/unit/conftest.py's ``line_engine`` fixture runs a test on each.
 """
 
 from __future__ import annotations
@@ -24,14 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError
+from native_on_python import NativeLinesOnPython
 
 from hyperdata_sidecar.config import Settings, load_settings
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.records import Record, Regression
 from hyperdata_sidecar.core.seal import SealManifest
+from hyperdata_sidecar.engines import Engine, FileLines, LineEngine
+from hyperdata_sidecar.engines.native import NativeEngine
+from hyperdata_sidecar.engines.python import PythonEngine, PythonLines
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
-from hyperdata_sidecar.publishing import NativeProducer
+from hyperdata_sidecar.tailer import TailerRooms
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,8 @@ class Queued:
 
 
 class FakeBroker:
-    engine: Any = None
-    """The compiled engine's module the tailers run, producing through :meth:`produce`; None: the Python engine."""
+    engine: Engine = PythonEngine("test")
+    """The line engine the tailers run, producing through :meth:`produce` (the ``line_engine`` fixture sets it)."""
 
     def __init__(self, partitions: dict[str, int], *, capacity: int = 1 << 30) -> None:
         self.partitions = partitions
@@ -73,10 +76,14 @@ class FakeBroker:
         self.client_refusals = 0  # produce() calls that raise a client error before queueing
         self.metadata_refreshes: list[str] = []  # topics whose metadata the tailer asked for, in order
 
-    @property
-    def native(self) -> NativeProducer | None:
-        """What the data plane's ``native`` is (the ``Publisher`` protocol): the engine, with this ``produce``."""
-        return None if self.engine is None else NativeProducer(self.engine, self.produce)
+    def lines(self, file: FileLines) -> LineEngine:
+        """The data plane's ``lines`` (the ``Publisher`` protocol): the engine's line engine on this ``produce``."""
+        if isinstance(self.engine, NativeEngine):
+            return NativeLinesOnPython(self.engine.module, self.produce, file)
+        return PythonLines(file, self.produce)
+
+    def resend(self, record: Record, callback: Callable[[Any, Any], None]) -> None:
+        self.produce(record.topic, record.value, record.key, record.partition, callback, None, 0, record.headers)
 
     def produce(self, topic, value, key, partition, callback, _alias, _timestamp, headers) -> None:
         if self.client_refusals:
@@ -140,10 +147,7 @@ class FakeHost:
     regressions: list[tuple[str, Regression]] = field(default_factory=list)
     late_appends: list[tuple[str, int, int, int]] = field(default_factory=list)  # path, revision, sealed size, size
     rewritten: list[tuple[str, str]] = field(default_factory=list)  # path, reason
-    state_store_problem: str | None = None  # what state_problem() answers
-
-    def state_problem(self) -> str | None:
-        return self.state_store_problem
+    problem: str | None = None  # the state store's (None: it takes writes)
 
     async def checkpoint(self, cursor: FileCursor) -> None:
         self.checkpoints[cursor.path] = cursor
@@ -181,6 +185,11 @@ class FakeHost:
         self.pauses.append(seconds)
         await asyncio.sleep(0)
         return not self.stopping
+
+
+def rooms(host: FakeHost, broker: FakeBroker) -> TailerRooms:
+    """A tailer's rooms: ``broker`` as the data plane, ``host`` as every other."""
+    return TailerRooms(broker.engine, broker, host, host, host, host, host, host, host.metrics, host.log)
 
 
 def tailer_settings(watch, **env: str) -> Settings:

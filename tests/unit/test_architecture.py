@@ -1,5 +1,6 @@
-"""The shell's boundaries, checked on the sources: web/ and agents/ see the sidecar only through
-ports.py, and only the standalone app names plugin.Sidecar (to build one)."""
+"""The shell's boundaries, checked on the sources: web/ and agents/ never import the plugin, only the
+standalone app names plugin.Sidecar (to build one), which stays a place that builds and wires; one
+door to the producer; no module outside the engines asks which engine runs."""
 
 from __future__ import annotations
 
@@ -45,12 +46,65 @@ def test_only_the_standalone_app_names_the_sidecar_class():
     assert offenders == []
 
 
-def test_each_agent_module_sees_only_its_own_narrow_host():
+def test_the_commands_stand_beside_the_faust_wiring_not_above_it():
+    assert not any(module == "hyperdata_sidecar.plugin" for module, _ in imports(PACKAGE / "commands.py"))
+
+
+def test_the_sidecar_class_only_builds_and_wires_in_at_most_150_lines():
+    tree = ast.parse((PACKAGE / "plugin.py").read_text())
+    [sidecar] = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Sidecar"]
+    assert sidecar.end_lineno is not None and sidecar.end_lineno - sidecar.lineno + 1 <= 150
+    methods = {node.name for node in sidecar.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+    assert methods <= {"__init__", "install", "_topic", "_table"}
+
+
+# The producer's ``produce`` is reached only where the producer is held and handed on: the data plane
+# (the door: a file's line engine, a resend, a publish-once record) and the Python engine, which hands
+# the producer's ``produce`` to its reference writer (core/records.py calls what it was handed).
+DOOR = {PACKAGE / "dataplane.py", PACKAGE / "engines" / "python.py", PACKAGE / "core" / "records.py"}
+
+
+def test_produce_is_reached_only_through_the_door():
     offenders = [
-        path.name
-        for path in sources(AGENTS)
-        if path.name != "__init__.py" and ("hyperdata_sidecar.ports", "AgentHost") in imports(path)
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for path in sources(PACKAGE, AGENTS)
+        if path not in DOOR
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "produce"
     ]
+    assert offenders == []
+
+
+def test_the_data_plane_has_no_public_produce():
+    from hyperdata_sidecar.dataplane import DataPlane
+
+    assert not hasattr(DataPlane, "produce")
+
+
+def mentions_native(node: ast.AST) -> bool:
+    """True when ``node`` names anything native: a name, an attribute or a string."""
+    for part in ast.walk(node):
+        text = part.id if isinstance(part, ast.Name) else part.attr if isinstance(part, ast.Attribute) else None
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            text = part.value
+        if text is not None and "native" in text.lower():
+            return True
+    return False
+
+
+def test_no_module_outside_the_engines_branches_on_the_native_engine():
+    """The engine is an object the others use as it is: ``if native`` lives in engines/ only."""
+    engines = PACKAGE / "engines"
+    offenders = []
+    for path in sources(PACKAGE, AGENTS):
+        if engines in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            tests = [node.test] if isinstance(node, ast.If | ast.IfExp | ast.While | ast.Assert) else []
+            tests += [case.pattern for case in node.cases] if isinstance(node, ast.Match) else []
+            tests += node.ifs if isinstance(node, ast.comprehension) else []
+            if any(mentions_native(test) for test in tests):
+                offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert offenders == []
 
 

@@ -10,7 +10,12 @@ import pytest
 from confluent_kafka import KafkaError
 
 from hyperdata_sidecar.config import load_settings
+from hyperdata_sidecar.core.records import SEQ_START, Record, Topics
+from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.core.window import WriterState
 from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
+from hyperdata_sidecar.engines import FileLines
+from hyperdata_sidecar.engines.python import PythonEngine
 from hyperdata_sidecar.logs import EventLog
 
 
@@ -29,6 +34,7 @@ def make_counting(tmp_path, **env: str) -> tuple[DataPlane, list, list, list]:
     plane = DataPlane(
         settings,
         EventLog(logging.getLogger("tests.dataplane")),
+        PythonEngine("test"),
         on_broker=changes.append,
         on_login_refused=changes.append,
         on_error=errors.append,
@@ -130,7 +136,9 @@ def test_a_fatal_error_is_counted_as_fatal(tmp_path):
     assert errors == ["fatal"] and len(fatal) == 1
 
 
-def test_produce_before_connect_raises_a_clear_error(tmp_path):
+def test_the_ways_to_the_producer_before_connect_raise_a_clear_error(tmp_path):
     plane, _, _ = make(tmp_path)
     with pytest.raises(DataPlaneError, match="not connected"):
-        plane.produce("t", b"v", b"k", 0, None, None, 0, [])
+        plane.resend(Record("t", 0, b"k", b"v", []), print)
+    with pytest.raises(DataPlaneError, match="not connected"):
+        plane.lines(FileLines(TABLES[0], Topics("t", 1, "d", 1), "x", WriterState(0, SEQ_START, None, None), b"", 100))

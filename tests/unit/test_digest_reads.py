@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperdata_sidecar.digest import PYTHON_READS, ChunkReads, NativeReads
+from hyperdata_sidecar.digest import PYTHON_READS, ChunkReads
+from hyperdata_sidecar.engines.native import NativeReads
 
 
 @pytest.fixture(params=["python", "native"])

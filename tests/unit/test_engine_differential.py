@@ -4,13 +4,18 @@ The Python engine (``LineSplitter`` + ``RecordWriter``, ``inspect_line`` decidin
 fast path refuses) is the reference: for any lines, any chunking of their bytes and any start state,
 the native engine must hand over the same records byte for byte (topic, partition, key, value,
 headers in order, in the same order), the same counts, dead letters and regressions, and end in the
-same state (offset, sequencer, block range, held bytes, the unterminated tail). The native engine
-leaves the lines it cannot vouch for to Python (``Batch.undecided``); both run through the tailer's
-own adapters (:mod:`hyperdata_sidecar.filetail`), the native one in collect mode (no producer).
+same state (offset, sequencer, block range, held bytes, the unterminated tail and its dead letter).
+The native engine leaves the lines it cannot vouch for to Python (``Batch.undecided``). Both run
+through their engines' own line engines (:mod:`hyperdata_sidecar.engines`), handing their records
+to one Python ``produce`` (the native one through tests/unit/native_on_python.py). Each engine's
+rare paths are held to the same: every cycle's records made again from the file (``rebuild``: the
+native engine in collect mode) are the records the cycle produced, and the dead letter standing for
+a refused record (``rejection``) is the reference's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import threading
@@ -21,13 +26,17 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from native_on_python import NativeLinesOnPython
 
+from hyperdata_sidecar.core.delivery import Deliveries
 from hyperdata_sidecar.core.partitioner import partition_for
-from hyperdata_sidecar.core.records import Record, RecordWriter, Routes, Topics, dead_letter_partition
-from hyperdata_sidecar.core.splitter import LineSplitter, OversizeLine
+from hyperdata_sidecar.core.records import Record, Topics, dead_letter_partition
+from hyperdata_sidecar.core.splitter import OversizeLine
 from hyperdata_sidecar.core.tables import TABLES, TableSpec
-from hyperdata_sidecar.core.window import Cycle
-from hyperdata_sidecar.filetail import LineEngine, NativeLines, PythonLines
+from hyperdata_sidecar.core.window import Cycle, WriterState
+from hyperdata_sidecar.engines import FileLines, LineEngine
+from hyperdata_sidecar.engines.native import NativeLines
+from hyperdata_sidecar.engines.python import PythonLines
 
 from test_core_lineinfo import _ENVELOPES, EVENT_OF, envelope
 
@@ -68,29 +77,32 @@ class Start:
     late_tag: bytes = b""
     max_line_bytes: int = 1 << 20
 
-
-def writer_at(spec: TableSpec, start: Start, produce: Any) -> RecordWriter:
-    return RecordWriter(
-        spec,
-        TOPICS,
-        Routes(TOPICS.data_partitions),
-        SOURCE,
-        produce,
-        offset=start.offset,
-        seq_state=start.seq,
-        first_block=start.first_block,
-        last_block=start.last_block,
-        late_tag=start.late_tag,
-    )
+    def file(self, spec: TableSpec, source: str = SOURCE) -> FileLines:
+        state = WriterState(self.offset, self.seq, self.first_block, self.last_block)
+        return FileLines(spec, TOPICS, source, state, self.late_tag, self.max_line_bytes)
 
 
-def run_engine(engine: LineEngine, chunks: list[bytes], records: list[Record]) -> Run:
-    """Drives a file's line engine (the tailer's adapter, :mod:`hyperdata_sidecar.filetail`) through
-    ``chunks``, then finalizes the file (its unterminated tail dead-lettered, as the tailer does)."""
+def grouped(records: list[Record]) -> dict[tuple[str, int], list[Record]]:
+    groups: dict[tuple[str, int], list[Record]] = {}
+    for record in records:
+        groups.setdefault((record.topic, record.partition), []).append(record)
+    return groups
+
+
+async def run_engine(engine: LineEngine, chunks: list[bytes], start: Start, records: list[Record]) -> Run:
+    """Drives a file's line engine through ``chunks``, then finalizes the file (its unterminated tail
+    dead-lettered, as the tailer does). After each cycle, the engine makes the cycle's records again
+    from the file's bytes (as redelivery does): they must be the records the cycle produced."""
     run = Run(records=records)
+    data = b"".join(chunks)
     for chunk in chunks:
         cycle = Cycle(engine.state(), None, engine.deliveries())
-        assert engine.handover(chunk, cycle).step()
+        before = len(records)
+        assert await engine.handover(chunk, cycle).step()
+        cycle.end = engine.state().offset
+        assert engine.rebuild(cycle, data[cycle.start.offset - start.offset : cycle.end - start.offset]) == grouped(
+            records[before:]
+        )
         tally = cycle.tally
         run.lines, run.dlq, run.produced = run.lines + tally.lines, run.dlq + tally.dlq, run.produced + tally.produced
         run.regressions += [tuple(r) for r in tally.regressions]
@@ -105,28 +117,24 @@ def run_engine(engine: LineEngine, chunks: list[bytes], records: list[Record]) -
             if type(held) is OversizeLine
             else (held.offset, len(held.data), held.data, None)
         )
-        cycle = Cycle(state, held)
-        engine.write_unterminated(
-            held, cycle.deliveries.cycle_acks(TOPICS, dead_letter_partition(engine.reference.spec, TOPICS)), cycle.tally
-        )
+        cycle = Cycle(state, held, engine.deliveries())
+        before = len(records)
+        assert await engine.unterminated(held, cycle).step()
+        assert (cycle.tally.produced, cycle.tally.dlq, cycle.tally.dead_letters) == (1, 1, [("unterminated", held.offset)])
+        assert engine.rebuild(cycle, b"") == grouped(records[before:])
     run.offset_after_flush = engine.state().offset
     return run
 
 
 def run_python(spec: TableSpec, chunks: list[bytes], start: Start) -> Run:
     records: list[Record] = []
-    writer = writer_at(spec, start, collect(records))
-    engine = PythonLines(LineSplitter(start.offset, start.max_line_bytes), writer, TOPICS, dead_letter_partition(spec, TOPICS))
-    return run_engine(engine, chunks, records)
+    return asyncio.run(run_engine(PythonLines(start.file(spec), collect(records)), chunks, start, records))
 
 
 def run_native(spec: TableSpec, chunks: list[bytes], start: Start) -> Run:
-    """The native engine in collect mode (no producer), ``inspect_line`` deciding its undecided lines."""
+    """The native engine handing its records to the same ``produce``, ``inspect_line`` deciding its undecided lines."""
     records: list[Record] = []
-    engine = NativeLines(native, None, spec, TOPICS, writer_at(spec, start, collect(records)), start.max_line_bytes)
-    assert engine.collected is not None
-    engine.collected = records  # the engine's records and the reference writer's dead letter, in file order
-    return run_engine(engine, chunks, records)
+    return asyncio.run(run_engine(NativeLinesOnPython(native, collect(records), start.file(spec)), chunks, start, records))
 
 
 def collect(records: list[Record]) -> Any:
@@ -341,13 +349,25 @@ def _engine(spec: TableSpec, source: str = SOURCE, max_line_bytes: int = 1 << 20
     )
 
 
+class _Collecting(NativeLines):
+    """The production line engine, its records kept in the engine's batches (no producer)."""
+
+    def __init__(self, file: FileLines) -> None:
+        super().__init__(native, None, file)
+
+    def deliveries(self) -> Deliveries:
+        return Deliveries()
+
+    def sink(self, cycle: Cycle) -> Any:
+        return None
+
+
 def test_the_held_bytes_and_the_state_can_be_read_while_a_read_runs_in_a_worker_thread():
     """The status page asks for a file's held bytes while that file's read runs off the event loop
     with the engine borrowed by it: the answer is the state after the last call, never an error."""
     spec = TABLES[0]
     line = envelope([EVENT_OF[spec]("BTC")], block_number=7) + b"\n"
-    engine = NativeLines(native, None, spec, TOPICS, writer_at(spec, Start(), collect([])), 1 << 20)
-    engine.collected = None  # nothing kept: only the reads matter
+    engine = _Collecting(Start().file(spec))
     chunk = line * 200_000 + b'{"partial'
     cycle = Cycle(engine.state(), None, engine.deliveries())
     done = threading.Event()
@@ -355,7 +375,7 @@ def test_the_held_bytes_and_the_state_can_be_read_while_a_read_runs_in_a_worker_
 
     def read() -> None:
         try:
-            assert engine.handover(chunk, cycle).step()
+            assert asyncio.run(engine.handover(chunk, cycle).step())
         finally:
             done.set()
 
@@ -367,3 +387,33 @@ def test_the_held_bytes_and_the_state_can_be_read_while_a_read_runs_in_a_worker_
     worker.join()
     assert seen <= {0, len(b'{"partial')}
     assert (engine.held_bytes, engine.state().offset) == (len(b'{"partial'), len(line) * 200_000)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(TABLES),
+    st.binary(max_size=300),
+    st.integers(0, 2**40),
+    st.sampled_from(["MSG_SIZE_TOO_LARGE", "INVALID_RECORD", '_x"\\']),
+    st.text(max_size=1500),
+    st.sampled_from([SOURCE, 'a"b\\c\x01/é']),
+)
+def test_the_dead_letter_standing_for_a_refused_record_is_the_references(spec, value, offset, error, detail, source):
+    file = Start().file(spec, source)
+    record = Record(
+        TOPICS.data, 1, b"BTC", value, [("line_id", b"x|1|0"), ("source", source.encode()), ("offset", b"%d" % offset)]
+    )
+    expected = PythonLines(file, collect([])).rejection(record, error, detail)
+    assert NativeLinesOnPython(native, collect([]), file).rejection(record, error, detail) == expected
+    assert _Collecting(file).rejection(record, error, detail) == expected
+    assert expected.header("reason") == b"rejected" and expected.header("error") == error.encode()
+
+
+def test_an_unterminated_line_given_without_its_data_or_with_both_is_refused():
+    engine = _engine(TABLES[0])
+    with pytest.raises(ValueError, match="give the line's data"):
+        engine.write_unterminated(0, 3)
+    with pytest.raises(ValueError, match="give the line's data"):
+        engine.write_unterminated(0, 3, data=b"abc", sha256="00")
+    with pytest.raises(ValueError, match="give the line's data"):
+        engine.write_unterminated(0, 4, data=b"abc")

@@ -1,5 +1,6 @@
-"""A line engine handing a read to a Python ``produce`` callable (the tailer's unit tests' producer),
-through the tailer's seam (:mod:`hyperdata_sidecar.filetail`), on both engines: the calls
+"""A line engine handing a read to a Python ``produce`` callable (the tailer's unit tests' producer:
+the Python engine's own way, the native engine's test-only adapter tests/unit/native_on_python.py),
+on both engines: the calls
 ``RecordWriter`` makes, each with its partition's delivery callback of the cycle; a full queue and a
 client's refusal stop the read with nothing of the refused record counted, the refusal being the
 very exception ``produce`` raised; an exception that is not an ``Exception`` is no refusal."""
@@ -9,12 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from native_on_python import NativeLinesOnPython
 
-from hyperdata_sidecar.core.records import RecordWriter, Routes, Topics, dead_letter_partition
-from hyperdata_sidecar.core.splitter import LineSplitter
+from hyperdata_sidecar.core.records import SEQ_START, Topics
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR
-from hyperdata_sidecar.core.window import Cycle
-from hyperdata_sidecar.filetail import LineEngine, NativeLines, PythonLines
+from hyperdata_sidecar.core.window import Cycle, WriterState
+from hyperdata_sidecar.engines import Engine, FileLines, LineEngine
+from hyperdata_sidecar.engines.native import NativeEngine
+from hyperdata_sidecar.engines.python import PythonLines
 
 from test_core_lineinfo import EVENT_OF, envelope
 
@@ -45,12 +48,14 @@ class Produce:
         self.calls.append(args)
 
 
-def engine_of(native: Any, produce: Produce) -> LineEngine:
-    """A file's line engine producing through ``produce``: the compiled one (``native``, its module), else Python's."""
-    writer = RecordWriter(SPEC, TOPICS, Routes(TOPICS.data_partitions), SOURCE, produce)
-    if native is None:
-        return PythonLines(LineSplitter(0, 1 << 20), writer, TOPICS, dead_letter_partition(SPEC, TOPICS))
-    return NativeLines(native, produce, SPEC, TOPICS, writer, 1 << 20)
+FILE = FileLines(SPEC, TOPICS, SOURCE, WriterState(0, SEQ_START, None, None), b"", 1 << 20)
+
+
+def engine_of(engine: Engine | None, produce: Produce) -> LineEngine:
+    """A file's line engine producing through ``produce``: the compiled one (``engine``), else Python's."""
+    if isinstance(engine, NativeEngine):
+        return NativeLinesOnPython(engine.module, produce, FILE)
+    return PythonLines(FILE, produce)
 
 
 def routed(call: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -59,19 +64,19 @@ def routed(call: tuple[Any, ...]) -> tuple[Any, ...]:
     return (*call[:4], (group.topic, group.partition), *call[5:])
 
 
-def reference_calls() -> list[tuple[Any, ...]]:
+async def reference_calls() -> list[tuple[Any, ...]]:
     produce = Produce()
     engine = engine_of(None, produce)
-    assert engine.handover(READ, Cycle(engine.state(), None, engine.deliveries())).step()
+    assert await engine.handover(READ, Cycle(engine.state(), None, engine.deliveries())).step()
     return [routed(call) for call in produce.calls]
 
 
-def test_each_record_is_the_reference_writers_call_with_its_groups_callback_in_the_cycle(line_engine: Any) -> None:
+async def test_each_record_is_the_reference_writers_call_with_its_groups_callback_in_the_cycle(line_engine: Engine) -> None:
     produce = Produce()
     engine = engine_of(line_engine, produce)
     cycle = Cycle(engine.state(), None, engine.deliveries())
-    assert engine.handover(READ, cycle).step()
-    assert [routed(call) for call in produce.calls] == reference_calls()
+    assert await engine.handover(READ, cycle).step()
+    assert [routed(call) for call in produce.calls] == await reference_calls()
     assert all(routed(call)[4] == (call[0], call[3]) for call in produce.calls)
     for call in produce.calls:
         call[4](None, None)
@@ -79,46 +84,46 @@ def test_each_record_is_the_reference_writers_call_with_its_groups_callback_in_t
 
 
 @pytest.mark.parametrize("attempt", [1, 4, 5])  # a good line, the dead letter, the regressed line
-def test_a_full_queue_stops_the_read_counting_nothing_of_the_refused_record(line_engine: Any, attempt: int) -> None:
+async def test_a_full_queue_stops_the_read_counting_nothing_of_the_refused_record(line_engine: Engine, attempt: int) -> None:
     produce = Produce({attempt: BufferError("Local: Queue full")})
     engine = engine_of(line_engine, produce)
     cycle = Cycle(engine.state(), None, engine.deliveries())
     handover = engine.handover(READ, cycle)
-    assert not handover.step()
+    assert not await handover.step()
     assert handover.refusal is None
     assert cycle.tally.produced == attempt - 1
     assert engine.state().offset == sum(len(line) + 1 for line in LINES[: attempt - 1])
-    assert handover.step()
-    assert [routed(call) for call in produce.calls] == reference_calls()
+    assert await handover.step()
+    assert [routed(call) for call in produce.calls] == await reference_calls()
     assert (cycle.tally.produced, cycle.tally.lines, cycle.tally.dlq, len(cycle.tally.regressions)) == (len(LINES), 7, 1, 1)
 
 
 @pytest.mark.parametrize("attempt", [2, 4])  # a good line, the dead letter
-def test_a_client_refusal_is_the_exception_produce_raised_and_nothing_of_its_record_is_counted(
-    line_engine: Any, attempt: int
+async def test_a_client_refusal_is_the_exception_produce_raised_and_nothing_of_its_record_is_counted(
+    line_engine: Engine, attempt: int
 ) -> None:
     refusal = ValueError("Local: Unknown partition")
     produce = Produce({attempt: refusal})
     engine = engine_of(line_engine, produce)
     cycle = Cycle(engine.state(), None, engine.deliveries())
     handover = engine.handover(READ, cycle)
-    assert not handover.step()
+    assert not await handover.step()
     assert handover.refusal is refusal
     assert (cycle.tally.produced, cycle.tally.dead_letters) == (attempt - 1, [])
-    assert handover.step()
-    assert [routed(call) for call in produce.calls] == reference_calls()
+    assert await handover.step()
+    assert [routed(call) for call in produce.calls] == await reference_calls()
 
 
-def test_an_exception_that_is_not_an_exception_is_no_refusal_and_leaves_the_step(line_engine: Any) -> None:
+async def test_an_exception_that_is_not_an_exception_is_no_refusal_and_leaves_the_step(line_engine: Engine) -> None:
     produce = Produce({2: KeyboardInterrupt()})
     engine = engine_of(line_engine, produce)
     handover = engine.handover(READ, Cycle(engine.state(), None, engine.deliveries()))
     with pytest.raises(KeyboardInterrupt):
-        handover.step()
+        await handover.step()
 
 
 def test_a_python_producer_without_a_callback_for_every_data_partition_is_refused(native: Any) -> None:
-    engine = engine_of(native, Produce())
-    assert isinstance(engine, NativeLines)
+    engine = engine_of(NativeEngine(native), Produce())
+    assert isinstance(engine, NativeLinesOnPython)
     with pytest.raises(ValueError, match="5 data delivery callbacks for 6 partitions"):
-        engine.engine.feed(READ, native.PythonProducer(Produce(), [print] * 5, print))
+        engine.engine.feed(READ, native.testing.PythonProducer(Produce(), [print] * 5, print))

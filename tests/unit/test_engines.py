@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from hyperdata_sidecar.engines import ENGINE_CHOICES, NATIVE_MODULE, Engine, EngineUnavailable, select
+from hyperdata_sidecar.engines.native import NativeEngine
+from hyperdata_sidecar.engines.python import PythonEngine
 
 SIDECAR_VERSION = version("hyperdata-sidecar")
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +46,10 @@ def native_broken(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     importlib.invalidate_caches()
 
 
+def described(engine: Engine) -> tuple[str, str, str | None]:
+    return engine.name, engine.version, engine.fallback_reason
+
+
 def test_the_choices_are_auto_native_and_python() -> None:
     assert ENGINE_CHOICES == ("auto", "native", "python")
 
@@ -52,22 +58,22 @@ def test_the_choices_are_auto_native_and_python() -> None:
 
 
 def test_auto_takes_the_native_engine_when_it_imports(native_present: str) -> None:
-    assert select("auto") == Engine("native", native_present)
+    assert described(select("auto")) == ("native", native_present, None)
 
 
 def test_native_takes_the_native_engine_when_it_imports(native_present: str) -> None:
-    assert select("native") == Engine("native", native_present)
+    assert described(select("native")) == ("native", native_present, None)
 
 
 def test_python_takes_the_python_engine_even_when_the_native_one_imports(native_present: str) -> None:
-    assert select("python") == Engine("python", SIDECAR_VERSION)
+    assert described(select("python")) == ("python", SIDECAR_VERSION, None)
 
 
 # -- native engine absent --------------------------------------------------------------------
 
 
 def test_auto_takes_the_python_engine_quietly_when_the_native_one_is_not_installed(native_absent: None) -> None:
-    assert select("auto") == Engine("python", SIDECAR_VERSION, fallback_reason=None)
+    assert described(select("auto")) == ("python", SIDECAR_VERSION, None)
 
 
 def test_native_refuses_with_one_line_saying_what_is_missing_and_how_to_get_it(native_absent: None) -> None:
@@ -81,7 +87,7 @@ def test_native_refuses_with_one_line_saying_what_is_missing_and_how_to_get_it(n
 
 
 def test_python_takes_the_python_engine_when_the_native_one_is_not_installed(native_absent: None) -> None:
-    assert select("python") == Engine("python", SIDECAR_VERSION)
+    assert described(select("python")) == ("python", SIDECAR_VERSION, None)
 
 
 # -- native engine installed but broken ------------------------------------------------------
@@ -104,7 +110,7 @@ def test_native_refuses_with_the_import_error_when_the_native_engine_does_not_lo
 
 
 def test_python_does_not_load_a_broken_native_engine(native_broken: None) -> None:
-    assert select("python") == Engine("python", SIDECAR_VERSION)
+    assert described(select("python")) == ("python", SIDECAR_VERSION, None)
     assert NATIVE_MODULE not in sys.modules
 
 
@@ -135,7 +141,8 @@ def test_an_unknown_choice_is_a_programming_error() -> None:
 
 
 def test_the_label_is_name_then_version() -> None:
-    assert Engine("native", "0.1.0").label() == "native 0.1.0"
+    assert PythonEngine("0.3.0").label() == "python 0.3.0"
+    assert NativeEngine(types.SimpleNamespace(__version__="0.1.0")).label() == "native 0.1.0"
 
 
 def test_the_installed_native_engine_is_named_with_its_crate_version() -> None:
@@ -143,4 +150,4 @@ def test_the_installed_native_engine_is_named_with_its_crate_version() -> None:
         pytest.importorskip(NATIVE_MODULE, reason="the native engine is not installed (make engine builds it into .venv)")
     crate = tomllib.loads((REPO / "engine" / "Cargo.toml").read_text())["package"]
 
-    assert select("auto") == Engine("native", crate["version"])
+    assert described(select("auto")) == ("native", crate["version"], None)

@@ -1,4 +1,5 @@
-"""The snapshot watcher against a real directory and a recording host: when a snapshot is complete,
+"""The snapshot watcher against a real directory and a recording host (standing in for the node
+tables, the offsets reader, the announcements and the progress topic): when a snapshot is complete,
 when its event goes out, what it says, what is ignored and what is forgotten."""
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Host:
     async def announce(self, event: dict[str, Any]) -> None:
         self.events.append(event)
 
-    async def forget_snapshot(self, relpath: str) -> None:
+    async def forget(self, relpath: str) -> None:
         self.forgotten.append(relpath)
 
 
@@ -56,7 +57,9 @@ def write_snapshot(watch: Path, date: str, height: int, data: bytes) -> Path:
 
 def watcher(watch: Path, host: Host, announced: set[str] = frozenset(), **env: str) -> SnapshotWatcher:
     settings = tailer_settings(watch, **{"SNAPSHOT_GRACE_MS": "0", "SNAPSHOT_OFFSETS_WAIT_S": "120", **env})
-    return SnapshotWatcher(settings, host, set(announced))
+    found = SnapshotWatcher(settings, host, host, host, host, host.metrics, host.log)
+    found.start(set(announced))
+    return found
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 from mode import Service
 
 from hyperdata_sidecar.config import DEFAULTS, load_settings
-from hyperdata_sidecar.plugin import CLOSE_TIMEOUT_S
 from hyperdata_sidecar.publishing import STOP_GRACE_S
+from hyperdata_sidecar.runtime import CLOSE_TIMEOUT_S
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "deploy" / "systemd" / "hyperdata-sidecar.service"

@@ -20,7 +20,7 @@ from hyperdata_sidecar.core.cursor import CursorStage
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR
 from hyperdata_sidecar.tailer import TableTailer
 
-from fake_broker import FakeBroker, FakeHost, tailer_settings
+from fake_broker import FakeBroker, FakeHost, rooms, tailer_settings
 from test_core_lineinfo import EVENT_OF, envelope
 
 pytestmark = pytest.mark.usefixtures("line_engine")
@@ -55,7 +55,7 @@ def append(path: Path, data: bytes) -> None:
 
 def new_tailer(watch: Path, host: FakeHost, broker: FakeBroker, **env: str) -> TableTailer:
     stored = {p: c for p, c in host.checkpoints.items() if p.startswith(SPEC.dir_name)}
-    return TableTailer(SPEC, tailer_settings(watch, **env), host, broker, stored)
+    return TableTailer(SPEC, tailer_settings(watch, **env), rooms(host, broker), stored)
 
 
 async def run_ticks(tailer: TableTailer, times: int = 3) -> None:
@@ -168,10 +168,10 @@ async def test_nothing_new_is_read_while_the_state_store_refuses_writes_and_all_
     tailer = new_tailer(watch, host, broker)
     await tailer.tick()
     append(path, b"".join(line(n) + b"\n" for n in range(10, 20)))
-    host.state_store_problem = "STATE_PATH /state: IO error: No space left on device"
+    host.problem = "STATE_PATH /state: IO error: No space left on device"
     await run_ticks(tailer)
     while_full = len(broker.records(TOPIC))
-    host.state_store_problem = None
+    host.problem = None
     await tailer.tick()
     assert while_full == 10
     assert sorted(r.value for r in broker.records(TOPIC)) == sorted(line(n) for n in range(20))

@@ -87,7 +87,7 @@ class FillingStateHost(FakeHost):
     async def checkpoint(self, cursor) -> None:
         await super().checkpoint(cursor)
         if not self.roomy:
-            self.state_store_problem = "STATE_PATH /state: IO error: No space left on device"
+            self.problem = "STATE_PATH /state: IO error: No space left on device"
 
     roomy = False
 
@@ -102,7 +102,7 @@ async def test_nothing_new_is_read_while_the_state_store_refuses_writes_and_all_
     assert 0 < stalled <= 5 * 2048 // min(len(line(n)) + 1 for n in range(200))
     assert len(tailer.window) == 0  # what was in flight settled and was handed to the host
     host.roomy = True
-    host.state_store_problem = None
+    host.problem = None
     await run_ticks(tailer, 3)
     values = [r.value for r in broker.records(TOPIC)]
     assert sorted(values) == sorted(line(n) for n in range(200)) and len(values) == 200

@@ -6,9 +6,8 @@ import html.parser
 
 import pytest
 
-from hyperdata_sidecar.engines import Engine
 from hyperdata_sidecar.web.page import render_page
-from hyperdata_sidecar.web.status import BacklogStatus, Problem, SidecarStatus, TableStatus
+from hyperdata_sidecar.web.status import BacklogStatus, EngineInfo, Problem, SidecarStatus, TableStatus
 
 FILLS = "node_fills_streaming"
 
@@ -40,6 +39,7 @@ def status(**overrides) -> SidecarStatus:
         "ready": True,
         "not_ready": [],
         "broker_connected": True,
+        "engine": EngineInfo("native", "0.1.0"),
         "tables": [table()],
         "seals": [
             {
@@ -125,7 +125,7 @@ def test_page_lists_problems_and_says_not_ready() -> None:
 
 @pytest.mark.parametrize(
     ("engine", "shown"),
-    [(Engine("native", "0.1.0"), "engine native 0.1.0"), (None, "engine not chosen yet")],
+    [(EngineInfo("native", "0.1.0"), "engine native 0.1.0"), (EngineInfo("python", "0.3.0"), "engine python 0.3.0")],
 )
 def test_the_header_names_the_line_engine_beside_the_node(engine, shown) -> None:
     page = render_page(status(engine=engine))

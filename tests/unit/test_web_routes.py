@@ -23,8 +23,6 @@ from hyperdata_sidecar.core.lifecycle import Phase
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.plugin import Sidecar, install
-from hyperdata_sidecar.snapshots import SnapshotWatcher
-from hyperdata_sidecar.tailer import TableTailer
 from hyperdata_sidecar.web import snapshot
 
 FILLS = "node_fills_streaming"
@@ -62,19 +60,18 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Sidecar, TestClient]]:
 def refresh_state(sidecar: Sidecar) -> None:
     """What the readiness and gauge timers do every second (a scrape itself changes nothing)."""
     sidecar.readiness.refresh()
-    snapshot.refresh_gauges(sidecar)
+    snapshot.refresh_gauges(sidecar.view)
 
 
 def run_as_started(sidecar: Sidecar, stored: dict[str, dict[str, FileCursor]]) -> None:
-    """Put the sidecar in the state its runtime reaches after recovery: tailers built, producer connected."""
+    """Put the sidecar in the state its runtime reaches after recovery: tailers built, producer connected
+    (the producer made as connect makes it, for a broker that is not there: nothing is sent)."""
     sidecar.dataplane.partitions = dict.fromkeys(sidecar.settings.contract_topics(), 3)
-    for spec in TABLES:
-        sidecar.tailers[spec.dir_name] = TableTailer(
-            spec, sidecar.settings, sidecar, sidecar.dataplane, stored.get(spec.dir_name, {})
-        )
+    sidecar.dataplane._producer = sidecar.engine.producer({"bootstrap.servers": sidecar.settings.kafka_bootstrap})
+    sidecar.node_tables.start(sidecar.sync.tailer_rooms, stored)
     for phase in (Phase.CONNECTING, Phase.SYNCING, Phase.RUNNING):
-        sidecar.lifecycle.move(phase)
-    sidecar.readiness.broker_state(True)
+        sidecar.readiness.lifecycle.move(phase)
+    sidecar.broker.reachable(True)
 
 
 def write_hour(sidecar: Sidecar, relpath: str, data: bytes) -> None:
@@ -125,11 +122,11 @@ async def test_readiness_names_a_missing_watch_dir(served) -> None:
 
 async def test_readiness_names_the_broker_it_waits_for_and_a_table_that_cannot_publish(served) -> None:
     sidecar, client = served
-    sidecar.readiness.broker_wait = "waiting for Kafka at 127.0.0.1:9: ConnectionError (attempt 3, next in 2s)"
+    sidecar.broker.waiting = "waiting for Kafka at 127.0.0.1:9: ConnectionError (attempt 3, next in 2s)"
     waiting = await (await client.get("/readyz")).json()
     run_as_started(sidecar, {})
-    sidecar.readiness.broker_wait = None
-    sidecar.hold(FILLS, "hyperliquid.fills: UNKNOWN_TOPIC_OR_PART (Broker: Unknown topic or partition)")
+    sidecar.broker.waiting = None
+    sidecar.readiness.hold(FILLS, "hyperliquid.fills: UNKNOWN_TOPIC_OR_PART (Broker: Unknown topic or partition)")
     holding = await client.get("/readyz")
 
     assert "waiting for Kafka at 127.0.0.1:9: ConnectionError (attempt 3, next in 2s)" in waiting["reasons"]
@@ -162,10 +159,10 @@ async def test_readiness_says_the_broker_refused_the_login_until_a_login_succeed
 
 async def test_readiness_says_the_broker_refused_the_login_while_connecting(served) -> None:
     sidecar, client = served
-    sidecar.lifecycle.move(Phase.CONNECTING)
-    sidecar.connect_failed(LoginRefused(sidecar.settings.security, "Invalid username or password"), 1, 0.5)
+    sidecar.readiness.lifecycle.move(Phase.CONNECTING)
+    sidecar.broker.failed(LoginRefused(sidecar.settings.security, "Invalid username or password"), 1, 0.5)
     refused = await (await client.get("/readyz")).json()
-    sidecar.readiness.broker_state(True)
+    sidecar.broker.reachable(True)
     connected = await (await client.get("/readyz")).json()
 
     assert any(reason.startswith("the broker refused the login (") for reason in refused["reasons"])
@@ -293,7 +290,7 @@ async def test_snapshots_view_lists_published_events_newest_first_with_their_bac
     run_as_started(sidecar, {})
     older, newer = "periodic_abci_states/20260610/100.rmp", "periodic_abci_states/20260610/200.rmp"
     monkeypatch.setattr(
-        sidecar,
+        sidecar.tables,
         "snapshots",
         {
             older: {"height": 100, "path": older, "size": 5, "sha256": "a" * 64, "offsets": {}},
@@ -307,12 +304,12 @@ async def test_snapshots_view_lists_published_events_newest_first_with_their_bac
             },
         },
     )
-    monkeypatch.setattr(sidecar, "backups", {older: {"status": "ok"}})
+    monkeypatch.setattr(sidecar.tables, "backups", {older: {"status": "ok"}})
     watch = sidecar.settings.watch_dir / "periodic_abci_states" / "20260611"
     watch.mkdir(parents=True)
     (watch / "300.rmp").write_bytes(b"growing")
-    sidecar.snapshot_watcher = SnapshotWatcher(sidecar.settings, sidecar, set())
-    await sidecar.snapshot_watcher.tick()
+    sidecar.watcher.start(set())
+    await sidecar.watcher.tick()
     body = await (await client.get("/sidecar/snapshots/?limit=5")).json()
 
     assert [(s["height"], s["backup"]) for s in body["snapshots"]] == [(200, "pending"), (100, "ok")]
@@ -386,18 +383,9 @@ async def test_no_secret_reaches_the_page_or_the_status_json(tmp_path: Path) -> 
     assert not any(SECRET in body for body in bodies)
 
 
-async def test_before_the_worker_chose_an_engine_the_page_and_status_json_say_so(served) -> None:
-    _sidecar, client = served
-    page = await (await client.get("/")).text()
-    status = await (await client.get("/sidecar/status/")).json()
-
-    assert "engine not chosen yet" in page
-    assert status["engine"] is None
-
-
 async def test_the_chosen_engine_is_named_in_the_page_header_the_status_json_and_the_metrics(tmp_path: Path) -> None:
     app, sidecar = make_app(tmp_path, SIDECAR_ENGINE="python")
-    engine = sidecar.choose_engine()
+    engine = sidecar.engine
     app.web.init_server()
     async with TestClient(TestServer(app.web.web_app)) as client:
         page = await (await client.get("/")).text()
@@ -424,13 +412,6 @@ async def test_faust_table_list_includes_the_sidecars_tables(served) -> None:
 # ---------------------------------------------------------------------- install
 
 
-def test_installing_twice_on_one_app_raises(tmp_path: Path) -> None:
-    app, sidecar = make_app(tmp_path)
-
-    with pytest.raises(RuntimeError, match="already installed"):
-        install(app, sidecar.settings)
-
-
 def test_every_page_has_an_explicit_sidecar_name(tmp_path: Path) -> None:
     app, _sidecar = make_app(tmp_path)
     ours = {name: path for name, path in app.web.reverse_names.items() if name.startswith("hyperdata_sidecar.")}
@@ -454,7 +435,7 @@ async def test_readiness_names_the_state_dir_while_the_store_refuses_writes_and_
     run_as_started(sidecar, {})
     refusing = RefusingTable()
     write = asyncio.ensure_future(sidecar.state_writer.put(refusing, "node_fills_streaming/20250101/0", {"offset": 1}))
-    while sidecar.state_problem() is None:
+    while sidecar.state_writer.problem is None:
         await asyncio.sleep(0)
     full = await client.get("/readyz")
     refusing.full = False
@@ -490,9 +471,8 @@ async def test_the_backlog_of_each_table_reaches_metrics_status_and_files_views(
     write_hour(sidecar, hours[1], b'{"b":2}\n' * 20)
     write_hour(sidecar, hours[2], b'{"c":3}\n' * 5)
     run_as_started(sidecar, {FILLS: {hours[0]: FileCursor(path=hours[0], byte_offset=16)}})
-    for tailer in sidecar.tailers.values():
-        tailer.discovered()  # the scan the startup line makes: the sizes the backlog is measured from
-    sidecar.sample_backlogs()
+    sidecar.node_tables.startup_summary()  # the scan the startup line makes: the sizes the backlog is measured from
+    sidecar.node_tables.sample_backlogs()
     metrics = await (await client.get("/metrics")).text()
     status = await (await client.get("/sidecar/status/")).json()
     files = await (await client.get("/sidecar/files/")).json()
@@ -507,7 +487,7 @@ async def test_the_backlog_of_each_table_reaches_metrics_status_and_files_views(
 
 async def test_before_the_tables_are_synced_no_backlog_is_shown(served) -> None:
     sidecar, client = served
-    sidecar.sample_backlogs()
+    sidecar.node_tables.sample_backlogs()
     status = await (await client.get("/sidecar/status/")).json()
 
     assert [t["backlog"] for t in status["tables"]] == [None] * len(TABLES)

@@ -1,0 +1,157 @@
+"""The worker's running parts on a Faust app: the runtime service, the polling loops, the readiness timer.
+
+:class:`SidecarRuntime` connects the data plane once the app is up (tables recovered) and closes it
+on shutdown, after the ticks under way have ended. One polling loop per node table ticks it (the
+first poll of each waits for :meth:`~hyperdata_sidecar.table_sync.TableSync.at_start`); one more
+watches the node's snapshots; a timer refreshes readiness and samples the backlogs every second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import NamedTuple
+
+import confluent_kafka
+import faust
+from aiokafka.errors import KafkaError
+from mode import Service
+
+from hyperdata_sidecar.broker import BrokerLink
+from hyperdata_sidecar.config import ConfigError, Settings, check_runtime
+from hyperdata_sidecar.core.lifecycle import Phase
+from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.dataplane import DataPlane
+from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.node_tables import NodeTables
+from hyperdata_sidecar.publishing import STOP_GRACE_S
+from hyperdata_sidecar.readiness import Readiness
+from hyperdata_sidecar.shutdown import STOP_CHECK_S, Shutdown
+from hyperdata_sidecar.snapshots import SnapshotWatcher
+from hyperdata_sidecar.table_sync import TableSync
+
+CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
+SNAPSHOT_POLL_S = 1.0  # how often periodic_abci_states is looked at (a few snapshots an hour)
+READINESS_EVERY_S = 1.0  # holds, unreadable trees and a vanished WATCH_DIR come and go between moves
+
+
+class Runtime(NamedTuple):
+    """What the runtime service and the loops drive."""
+
+    settings: Settings
+    broker: BrokerLink
+    dataplane: DataPlane
+    readiness: Readiness
+    node_tables: NodeTables
+    sync: TableSync
+    watcher: SnapshotWatcher
+    shutdown: Shutdown
+    log: EventLog
+
+
+class SidecarRuntime(Service):
+    """Connects the data plane once the app is up (tables recovered) and closes it on shutdown."""
+
+    runtime: Runtime
+
+    async def on_start(self) -> None:
+        runtime = self.runtime
+        try:
+            check_runtime(runtime.settings)
+        except ConfigError as exc:
+            runtime.log.error("config_error", setting=exc.setting, error=str(exc))
+            await self.crash(exc)
+            return
+        runtime.readiness.move_to(Phase.CONNECTING)
+        if await runtime.broker.connect(runtime.dataplane):
+            runtime.readiness.move_to(Phase.SYNCING)
+        self.add_future(runtime.dataplane.serve())
+
+    async def on_stop(self) -> None:
+        await stop(self.runtime)
+
+
+async def stop(runtime: Runtime) -> None:
+    """Stop the worker's data path: the ticks under way end first (they settle and checkpoint their
+    cycles in flight, for at most the stop grace), then the data plane closes."""
+    if runtime.readiness.lifecycle.phase is not Phase.STOPPING:
+        runtime.readiness.move_to(Phase.STOPPING)
+    await runtime.node_tables.ticks_finished(STOP_GRACE_S + STOP_CHECK_S)
+    left = await runtime.dataplane.close(CLOSE_TIMEOUT_S)
+    if left:
+        runtime.log.warning("records_not_delivered_at_stop", records=left, note="published again after the restart")
+
+
+def install_runtime(app: faust.App, runtime: Runtime) -> None:
+    """Register on ``app`` the runtime service, one polling loop per node table, the snapshot loop
+    and the readiness timer. The loops are ``app.task``s, which Faust starts (like timers) after
+    table recovery: a catch-up tick runs as long as there is backlog, and a timer would log that it
+    "is overlapping" on every such tick."""
+    app.service(type("SidecarRuntime", (SidecarRuntime,), {"runtime": runtime}))
+    for spec in TABLES:
+        _install_poll_loop(app, runtime, spec.dir_name)
+    _install_snapshot_loop(app, runtime)
+
+    @app.timer(READINESS_EVERY_S, name="hyperdata_sidecar.readiness")
+    async def refresh_readiness() -> None:
+        runtime.readiness.refresh()
+        runtime.node_tables.sample_backlogs()
+
+
+def _install_poll_loop(app: faust.App, runtime: Runtime, table: str) -> None:
+    async def poll() -> None:
+        interval = runtime.settings.poll_interval_s
+        while not runtime.shutdown.stopping:
+            started = time.monotonic()
+            try:
+                if runtime.readiness.lifecycle.phase is Phase.SYNCING:
+                    await runtime.sync.at_start()
+                if runtime.readiness.lifecycle.running:
+                    await runtime.node_tables.tick(table)
+            except Exception as exc:
+                # Unknown state in memory: stop the worker rather than go on from it. A restart
+                # resumes from the last checkpoint, which never covers unacknowledged lines.
+                runtime.log.error("poll_crashed", table=table, error=f"{type(exc).__name__}: {exc}")
+                await app.crash(exc)
+                raise
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+    poll.__name__ = poll.__qualname__ = f"hyperdata_sidecar.poll.{table}"
+    app.task(poll)
+
+
+def _install_snapshot_loop(app: faust.App, runtime: Runtime) -> None:
+    """The loop that watches ``WATCH_DIR/periodic_abci_states`` (:class:`SnapshotWatcher`)."""
+
+    async def watch_snapshots() -> None:
+        while not runtime.shutdown.stopping:
+            if runtime.readiness.lifecycle.running:
+                try:
+                    await runtime.watcher.tick()
+                except (TimeoutError, OSError, KafkaError) as exc:
+                    # Unreadable snapshot dir, or the internal topic cannot take the event now: the next look tries again.
+                    runtime.log.limited(
+                        logging.ERROR, "snapshot_poll_failed", "snapshots", 60.0, error=f"{type(exc).__name__}: {exc}"
+                    )
+                except Exception as exc:
+                    runtime.log.error("poll_crashed", table="snapshots", error=f"{type(exc).__name__}: {exc}")
+                    await app.crash(exc)
+                    raise
+            await asyncio.sleep(SNAPSHOT_POLL_S)
+
+    watch_snapshots.__name__ = watch_snapshots.__qualname__ = "hyperdata_sidecar.poll.snapshots"
+    app.task(watch_snapshots)
+
+
+class FatalProducer:
+    """The data plane's ``on_fatal``: librdkafka's producer cannot go on, so the worker stops (a
+    restart resumes from the checkpoints)."""
+
+    def __init__(self, app: faust.App) -> None:
+        self.app = app
+        self._crash: asyncio.Future[None] | None = None
+
+    def __call__(self, error: confluent_kafka.KafkaError) -> None:
+        # Kept, since the event loop holds only a weak reference to a task (it could vanish unrun).
+        self._crash = asyncio.ensure_future(self.app.crash(confluent_kafka.KafkaException(error)))

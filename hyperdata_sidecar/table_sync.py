@@ -1,0 +1,139 @@
+"""Bringing the tailers and the agents up to date: once at start, and after every rebalance.
+
+At start (the first poll after the runtime connected, :meth:`TableSync.at_start`) the offsets table
+must hold every checkpoint sent before this process: the progress topic's barrier waits for that.
+Then the tailers are built from the stored cursors, the finalized files whose seal or backup is not
+recorded are handed to the agents again, as are the published snapshots whose backup is not done,
+the snapshot watcher takes what was announced, and the worker runs.
+
+After a rebalance (Faust's ``on_rebalance_complete``, :meth:`TableSync.rebalanced`) the rotation
+records Faust committed for an agent that never ran on them are handed over again, from the
+tailers' cursors (fresher than the offsets table, whose progress records cross the same rebalance).
+One lock keeps the two apart: a rebalance during the start waits for it, then hands over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aiokafka.errors import KafkaError
+
+from hyperdata_sidecar.config import Settings
+from hyperdata_sidecar.core.backoff import Backoff
+from hyperdata_sidecar.core.cursor import FileCursor
+from hyperdata_sidecar.core.handover import Occasion
+from hyperdata_sidecar.core.lifecycle import Phase
+from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.engines import Engine
+from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.node_tables import NodeTables
+from hyperdata_sidecar.progress_topic import ProgressTopic
+from hyperdata_sidecar.readiness import Readiness
+from hyperdata_sidecar.rotations import Rotations
+from hyperdata_sidecar.shutdown import Shutdown
+from hyperdata_sidecar.snapshots import SnapshotAnnouncements, SnapshotWatcher
+from hyperdata_sidecar.state_writer import StateTables
+from hyperdata_sidecar.tailer import TailerRooms
+
+FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
+
+
+class TableSync:
+    """The start of the tables and the handover after each rebalance."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        progress: ProgressTopic,
+        tables: StateTables,
+        node_tables: NodeTables,
+        tailer_rooms: TailerRooms,
+        rotations: Rotations,
+        announcements: SnapshotAnnouncements,
+        watcher: SnapshotWatcher,
+        readiness: Readiness,
+        engine: Engine,
+        shutdown: Shutdown,
+        metrics: SidecarMetrics,
+        log: EventLog,
+    ) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.tables = tables
+        self.node_tables = node_tables
+        self.tailer_rooms = tailer_rooms
+        self.rotations = rotations
+        self.announcements = announcements
+        self.watcher = watcher
+        self.readiness = readiness
+        self.engine = engine
+        self.shutdown = shutdown
+        self.metrics = metrics
+        self.log = log
+        self._lock = asyncio.Lock()
+        self._handovers: set[asyncio.Task[None]] = set()  # kept: the loop holds only weak references to tasks
+
+    async def at_start(self) -> None:
+        """Wait until every checkpoint sent before this process started is in the offsets table,
+        build the tailers and hand over what the agents have not finished; then the worker runs.
+        Called by every table's first poll; the first one does it, the others wait for it."""
+        async with self._lock:
+            if self.readiness.lifecycle.phase is not Phase.SYNCING:
+                return
+            await self.progress.barrier()
+            stored: dict[str, dict[str, FileCursor]] = {spec.dir_name: {} for spec in TABLES}
+            for path, record in self.tables.offsets.items():
+                stored.setdefault(path.split("/", 1)[0], {})[path] = FileCursor.from_record(record)
+            self.node_tables.start(self.tailer_rooms, stored)
+            await self.rotations.hand_over((c for files in stored.values() for c in files.values()), Occasion.START)
+            await self.announcements.resend_unbacked()
+            self.watcher.start(set(self.tables.snapshots.keys()))
+            self.readiness.move_to(Phase.RUNNING)
+            self.log.info(
+                "startup",
+                config=self.settings.public_summary(),
+                engine=self.engine.label(),
+                **self.node_tables.startup_summary(),
+                resume_points={path: c.byte_offset for files in stored.values() for path, c in files.items()},
+            )
+
+    def rebalanced(self, *_: Any, **__: Any) -> None:
+        """Receiver of Faust's ``on_rebalance_complete`` signal (the partitions are assigned, the
+        tables recovered, the consumer sought to the committed offsets): start the handover of
+        :meth:`after_rebalance`.
+
+        Not awaited: Faust resumes the streams only after its receivers return, and the handover
+        may wait for :meth:`at_start`, whose barrier needs the progress stream to run.
+        """
+        task = asyncio.ensure_future(self.after_rebalance())
+        self._handovers.add(task)
+        task.add_done_callback(self._handovers.discard)
+
+    async def after_rebalance(self) -> None:
+        """Hand the finalized files the agents have not finished to them again, from the tailers'
+        cursors. Before the tables are synced there is nothing to do: :meth:`at_start` hands them
+        over after this assignment. A rotation topic that refuses the records is counted (``seal``
+        producer error), logged and tried again after a back-off until the worker stops."""
+        backoff = Backoff(FIRST_BACKOFF_S, MAX_BACKOFF_S)
+        while not self.shutdown.stopping:
+            async with self._lock:
+                if not self.readiness.lifecycle.running:
+                    return
+                try:
+                    await self.rotations.hand_over(self.node_tables.cursors(), Occasion.REBALANCE)
+                    return
+                except (TimeoutError, KafkaError, OSError) as exc:
+                    self.metrics.producer_error("seal")
+                    self.log.limited(
+                        logging.WARNING,
+                        "rotation_resend_failed",
+                        "rebalance",
+                        60.0,
+                        error=f"{type(exc).__name__}: {exc}",
+                        retry_in_s=backoff.delay,
+                    )
+            await backoff.wait(self.shutdown.pause)

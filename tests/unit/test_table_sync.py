@@ -1,0 +1,194 @@
+"""The tables' start and the handover after a rebalance (drill 14: a rotation record committed across
+a rebalance was backed up, never sealed). A real Readiness and Rotations (its topic a recorder, the
+tables plain mappings), fakes for the progress topic, the node tables, the announcements and the
+snapshot watcher."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperdata_sidecar.core.cursor import FileCursor
+from hyperdata_sidecar.core.lifecycle import Phase
+from hyperdata_sidecar.engines.python import PythonEngine
+from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.readiness import Readiness
+from hyperdata_sidecar.shutdown import Shutdown
+from hyperdata_sidecar.state_writer import StateTables
+from hyperdata_sidecar.table_sync import TableSync
+
+from test_readiness import make_readiness
+from test_rotations import DONE, FILLS, PARKED, TAILING, UNSEALED, TopicRecorder, finalized, rotations_with
+
+LOGGER = "tests.table_sync"
+
+
+@dataclass
+class Progress:
+    """The progress topic: its barrier returns once ``release`` is set."""
+
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    barriers: int = 0
+
+    async def barrier(self) -> None:
+        self.barriers += 1
+        await self.release.wait()
+
+
+@dataclass
+class NodeTables:
+    started: dict[str, dict[str, FileCursor]] | None = None
+    held: list[FileCursor] = field(default_factory=list)
+
+    def start(self, _rooms: Any, stored: dict[str, dict[str, FileCursor]]) -> None:
+        self.started = stored
+        self.held = [c for files in stored.values() for c in files.values()]
+
+    def cursors(self) -> list[FileCursor]:
+        return list(self.held)
+
+    def startup_summary(self) -> dict[str, Any]:
+        return {"files_discovered": {}, "backlog": {}}
+
+
+@dataclass
+class Announcements:
+    resent: int = 0
+
+    async def resend_unbacked(self) -> None:
+        self.resent += 1
+
+
+@dataclass
+class Watcher:
+    announced: set[str] | None = None
+
+    def start(self, announced: set[str]) -> None:
+        self.announced = announced
+
+
+@dataclass
+class Parts:
+    sync: TableSync
+    topic: TopicRecorder
+    progress: Progress
+    node_tables: NodeTables
+    announcements: Announcements
+    watcher: Watcher
+    readiness: Readiness
+    metrics: SidecarMetrics
+
+
+def parts(tmp_path: Path, refusals: int = 0, stopping: list[bool] | None = None) -> Parts:
+    topic = TopicRecorder(refusals)
+    rotations = rotations_with(topic)
+    offsets = {c.path: c.to_record() for c in (finalized(UNSEALED), finalized(DONE), finalized(PARKED))}
+    offsets[TAILING] = FileCursor(path=TAILING, byte_offset=10).to_record()
+    tables = StateTables(offsets, rotations.seals, rotations.backups, {"periodic_abci_states/20260610/100.rmp": {}})  # type: ignore[arg-type]
+    progress, node_tables, announcements, watcher = Progress(), NodeTables(), Announcements(), Watcher()
+    readiness, metrics = make_readiness(tmp_path), SidecarMetrics()
+    flags = stopping if stopping is not None else [False]
+    sync = TableSync(
+        readiness._settings,
+        progress=progress,  # type: ignore[arg-type]
+        tables=tables,
+        node_tables=node_tables,  # type: ignore[arg-type]
+        tailer_rooms=None,  # type: ignore[arg-type]
+        rotations=rotations,
+        announcements=announcements,  # type: ignore[arg-type]
+        watcher=watcher,  # type: ignore[arg-type]
+        readiness=readiness,
+        engine=PythonEngine("test"),
+        shutdown=Shutdown(lambda: flags[0]),
+        metrics=metrics,
+        log=EventLog(logging.getLogger(LOGGER)),
+    )
+    return Parts(sync, topic, progress, node_tables, announcements, watcher, readiness, metrics)
+
+
+def syncing(p: Parts) -> Parts:
+    p.readiness.move_to(Phase.CONNECTING)
+    p.readiness.move_to(Phase.SYNCING)
+    return p
+
+
+async def test_the_start_waits_for_the_barrier_then_builds_hands_over_and_runs(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    p = syncing(parts(tmp_path))
+    starting = asyncio.ensure_future(p.sync.at_start())
+    await asyncio.sleep(0.01)
+    assert p.progress.barriers == 1 and p.node_tables.started is None and not p.readiness.lifecycle.running
+    p.progress.release.set()
+    await starting
+
+    assert p.node_tables.started is not None
+    assert sorted(p.node_tables.started[FILLS]) == sorted([UNSEALED, DONE, PARKED, TAILING])
+    assert sorted(m.path for m in p.topic.sent) == sorted([UNSEALED, PARKED])  # at start a parked backup gets a new series
+    assert p.announcements.resent == 1
+    assert p.watcher.announced == {"periodic_abci_states/20260610/100.rmp"}
+    assert p.readiness.lifecycle.running
+    [startup] = [r for r in caplog.records if r.getMessage() == "startup"]
+    assert startup.fields["resume_points"][TAILING] == 10  # type: ignore[attr-defined]
+
+
+async def test_the_start_is_made_once_whichever_table_polls_first(tmp_path):
+    p = syncing(parts(tmp_path))
+    p.progress.release.set()
+    await asyncio.gather(p.sync.at_start(), p.sync.at_start(), p.sync.at_start())
+    await p.sync.at_start()
+    assert p.progress.barriers == 1 and p.announcements.resent == 1
+
+
+async def rebalance(p: Parts) -> None:
+    """What Faust's ``on_rebalance_complete`` does; returns once the handover it started ended."""
+    p.sync.rebalanced()
+    await asyncio.gather(*p.sync._handovers)
+
+
+async def test_a_rebalance_hands_the_unsealed_file_to_the_agents_again_from_the_tailers_cursors(tmp_path):
+    p = syncing(parts(tmp_path))
+    p.progress.release.set()
+    await p.sync.at_start()
+    p.topic.sent.clear()
+    await rebalance(p)
+    assert [m.path for m in p.topic.sent] == [UNSEALED]  # a parked backup stays parked after a rebalance
+
+
+async def test_a_rebalance_before_the_tables_are_synced_leaves_the_handover_to_the_start(tmp_path):
+    p = parts(tmp_path)
+    await rebalance(p)
+    assert p.topic.sent == []
+
+
+async def test_a_rebalance_during_the_start_waits_for_it_then_hands_over(tmp_path):
+    p = syncing(parts(tmp_path))
+    starting = asyncio.ensure_future(p.sync.at_start())
+    await asyncio.sleep(0.01)
+    p.sync.rebalanced()
+    await asyncio.sleep(0.01)
+    assert p.topic.sent == []
+    p.progress.release.set()
+    await starting
+    await asyncio.gather(*p.sync._handovers)
+    assert sorted(m.path for m in p.topic.sent) == sorted([UNSEALED, PARKED, UNSEALED])
+
+
+async def test_a_refused_handover_is_counted_logged_and_tried_again(tmp_path, caplog: pytest.LogCaptureFixture, monkeypatch):
+    monkeypatch.setattr("hyperdata_sidecar.table_sync.FIRST_BACKOFF_S", 0.01)
+    p = syncing(parts(tmp_path))
+    p.progress.release.set()
+    await p.sync.at_start()
+    p.topic.sent.clear()
+    p.topic.refusals = 1
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        await rebalance(p)
+
+    assert [m.path for m in p.topic.sent] == [UNSEALED]
+    assert p.metrics.registry.get_sample_value("hyperdata_sidecar_producer_errors_total", {"kind": "seal"}) == 1
+    assert "rotation_resend_failed" in caplog.text
