@@ -43,6 +43,7 @@ class Readiness:
         self._state = state
         self.lifecycle = Lifecycle()
         self.holds: dict[str, str] = {}  # table -> why it cannot publish now
+        self.node_outputs: dict[str, str] = {}  # table -> the other output layout the node writes it in
         self.unreadable: dict[str, str] = {}  # table -> the error of its last poll, while its polls fail
 
     def move_to(self, phase: Phase) -> None:
@@ -62,6 +63,14 @@ class Readiness:
         else:
             self.holds[table] = reason
 
+    def node_output(self, table: str, reason: str | None) -> None:
+        """The node writes ``table`` in another layout than the one the sidecar reads (``reason``:
+        which, and the flag to change); None once the table's own tree is there."""
+        if reason is None:
+            self.node_outputs.pop(table, None)
+        else:
+            self.node_outputs[table] = reason
+
     def not_ready_reasons(self) -> list[str]:
         """Why the sidecar is not ready; empty when it is (running, producer connected, WATCH_DIR
         readable, the state store taking writes)."""
@@ -72,6 +81,7 @@ class Readiness:
         broker = self._broker.not_ready_reason()
         if broker is not None and self.lifecycle.phase is not Phase.STOPPING:
             reasons.append(broker)
+        reasons += [f"{table}: {reason}" for table, reason in sorted(self.node_outputs.items())]
         reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(self.holds.items())]
         reasons += [
             f"{table}: cannot read the watched tree, keeping its position: {error}"

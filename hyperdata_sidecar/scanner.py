@@ -31,6 +31,7 @@ class DatedTree:
         self.on_ignored = on_ignored
         self.on_missing = on_missing
         self._missing_reported = False
+        self.missing = False  # the root was not there at the last listing
         self._ignored: set[str] = set()
 
     def entries(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
@@ -38,11 +39,12 @@ class DatedTree:
         try:
             dates = list(os.scandir(self.root))
         except FileNotFoundError:
+            self.missing = True
             if self.on_missing is not None and not self._missing_reported:
                 self.on_missing(str(self.root))
                 self._missing_reported = True
             return
-        self._missing_reported = False
+        self.missing = self._missing_reported = False
         for date in dates:
             if not date.is_dir(follow_symlinks=False):
                 why = "a symlinked date directory is not followed" if date.is_symlink() else "not a date directory"
@@ -60,3 +62,17 @@ class DatedTree:
         if relpath not in self._ignored:
             self._ignored.add(relpath)
             self.on_ignored(relpath, reason)
+
+
+def newest_hour(root: Path) -> tuple[str, int] | None:
+    """The newest hour file's (date, hour) under ``root`` (``<root>/<YYYYMMDD>/<H>``), from the newest
+    date directory that holds one; None when there is none or ``root`` cannot be listed."""
+    try:
+        dates = sorted((e.name for e in os.scandir(root) if e.name.isdigit() and len(e.name) == 8), reverse=True)
+        for date in dates:
+            hours = [int(e.name) for e in os.scandir(root / date) if e.name.isdigit()]
+            if hours:
+                return date, max(hours)
+    except OSError:
+        return None
+    return None

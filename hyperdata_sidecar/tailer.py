@@ -28,6 +28,7 @@ from hyperdata_sidecar.core.backlog import Backlog, backlog_of
 from hyperdata_sidecar.core.cursor import GROWING, CursorStage, FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.filestep import Step, loss_on_deletion, sealed_step, tail_step
 from hyperdata_sidecar.core.hourfile import HourFile
+from hyperdata_sidecar.core.output_mode import other_output, other_outputs
 from hyperdata_sidecar.core.records import Topics, refusal_name
 from hyperdata_sidecar.core.seal import SealManifest
 from hyperdata_sidecar.core.tableorder import Adoption, Role, TableOrder
@@ -42,7 +43,7 @@ from hyperdata_sidecar.ports import LiveFile, TrackedView
 from hyperdata_sidecar.publishing import Abandoned, Publisher, PublishFlow
 from hyperdata_sidecar.reader import HourFileReader
 from hyperdata_sidecar.redelivery import Redelivery
-from hyperdata_sidecar.scanner import DatedTree
+from hyperdata_sidecar.scanner import DatedTree, newest_hour
 from hyperdata_sidecar.tailer_events import Holds, Incidents, TailerEvents
 
 __all__ = ["Abandoned", "TableTailer", "TailerRooms"]
@@ -141,6 +142,7 @@ class TableTailer:
         self.files: dict[str, FileTail] = {}
         self._sizes: dict[str, int] = {}  # files still to publish: their size at the last scan
         self._scanned_at = 0.0
+        self._output_looked_at = float("-inf")
         # The highest block of a line this table has delivered (None before any), for snapshot events.
         self.published_block: int | None = max((c.last_block for c in stored.values() if c.last_block is not None), default=None)
         for path, cursor in stored.items():
@@ -210,9 +212,25 @@ class TableTailer:
         found.sort()
         if found:
             self.events.newest_hour_file(found[-1].date, found[-1].hour)
+        self._look_for_other_output(found[-1] if found else None)
         self._sizes = sizes
         self._scanned_at = time.monotonic()
         return found
+
+    def _look_for_other_output(self, newest: HourFile | None) -> None:
+        """Every RESCAN_EVERY_S: does the node write this table in another layout (a node started
+        without ``--stream-with-block-info``, or restarted with other flags)? Two ``stat``s a table."""
+        now = time.monotonic()
+        if now - self._output_looked_at < RESCAN_EVERY_S:
+            return
+        self._output_looked_at = now
+        elsewhere = {
+            other.dir_name: newest_hour(self.settings.watch_dir / other.dir_name / "hourly")
+            for other in other_outputs(self.table)
+            if (self.settings.watch_dir / other.dir_name).is_dir()
+        }
+        ours = (newest.date, int(newest.hour)) if newest is not None else None
+        self.events.node_output(other_output(self.table, missing=self.tree.missing, newest=ours, elsewhere=elsewhere))
 
     def _rescan_if_due(self) -> None:
         """During a long catch-up tick, look at the directory again every RESCAN_EVERY_S: the newest

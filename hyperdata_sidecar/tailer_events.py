@@ -14,6 +14,7 @@ from typing import Protocol
 
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.lineinfo import block_time_of
+from hyperdata_sidecar.core.output_mode import STREAMING_FLAG, OtherOutput
 from hyperdata_sidecar.core.records import Record, Regression, Tally
 from hyperdata_sidecar.core.times import epoch_of, hour_start_epoch
 from hyperdata_sidecar.logs import EventLog
@@ -38,10 +39,13 @@ class Incidents(Protocol):
 
 
 class Holds(Protocol):
-    """Which tables cannot publish now (:class:`~hyperdata_sidecar.readiness.Readiness`)."""
+    """Which tables cannot publish now, and why (:class:`~hyperdata_sidecar.readiness.Readiness`)."""
 
     def hold(self, table: str, reason: str | None) -> None:
         """The table cannot publish (``reason``) and keeps its position; None once it can again."""
+
+    def node_output(self, table: str, reason: str | None) -> None:
+        """The node writes the table in another output layout (``reason``); None once its tree is there."""
 
 
 class TailerEvents:
@@ -63,6 +67,7 @@ class TailerEvents:
         self.log = log
         self.incidents = incidents
         self.holds = holds
+        self._other_output: OtherOutput | None = None
         self.lag_warn_bytes = lag_warn_bytes
         self.lag_warn_s = lag_warn_s
 
@@ -73,6 +78,26 @@ class TailerEvents:
 
     def table_dir_missing(self, path: str) -> None:
         self.log.warning("table_dir_missing", table=self.table, path=path)
+
+    def node_output(self, other: OtherOutput | None) -> None:
+        """What the node writes instead of the table's tree (None: the tree is there, or nothing is):
+        a finding is logged once (``node_output_mode``) and is a not-ready reason until it is gone."""
+        if other == self._other_output:
+            return
+        self._other_output = other
+        if other is None:
+            self.holds.node_output(self.table, None)
+            return
+        reason = other.reason(self.table)
+        self.holds.node_output(self.table, reason)
+        self.log.error(
+            "node_output_mode",
+            table=self.table,
+            found=other.dir_name,
+            mode=other.mode.value,
+            flag=other.mode.flag,
+            fix=f"start hl-visor with {STREAMING_FLAG}",
+        )
 
     def hour_file_ignored(self, relpath: str, reason: str) -> None:
         self.log.warning("hour_file_ignored", path=relpath, reason=reason)

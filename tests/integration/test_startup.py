@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+from itertools import groupby
+from pathlib import Path
+
+from hyperdata_sidecar.core.tables import TABLES
 
 from sidecar_run import Sidecar, assert_clean, write_corpus
 from worker_process import FAUST, SIDECAR_APP, WorkerProcess
@@ -72,3 +77,51 @@ async def test_the_sidecar_may_start_before_the_node_creates_its_tables(tmp_path
         assert worker.stop() == 0
     assert_clean(report)
     assert len(sidecar.events("table_dir_missing")) == 3  # once per table, not once per poll
+
+
+def rewrite_by_block(watch: Path) -> None:
+    """Turn the streaming trees under ``watch`` into what a ``--batch-by-block`` node writes instead:
+    ``node_*_by_block/hourly/<date>/<H>``, one line per block holding every event of the block."""
+    for spec in TABLES:
+        streaming = watch / spec.dir_name
+        by_block = watch / spec.dir_name.replace("_streaming", "_by_block")
+        for path in sorted(streaming.rglob("*")):
+            if not path.is_file():
+                continue
+            rows = [json.loads(line) for line in path.read_text().splitlines()]
+            target = by_block / path.relative_to(streaming)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "w") as out:
+                for _block, lines in groupby(rows, key=lambda row: row["block_number"]):
+                    block = list(lines)
+                    out.write(json.dumps({**block[0], "events": [e for row in block for e in row["events"]]}) + "\n")
+        shutil.rmtree(streaming)
+
+
+async def test_a_node_writing_by_block_is_named_on_readyz_and_in_one_line_per_table(
+    tmp_path, kafka_bootstrap, unique_topic_prefix
+):
+    sidecar = Sidecar(tmp_path, kafka_bootstrap, unique_topic_prefix, BACKUP_SINK="none")
+    write_corpus(sidecar.watch, hours=2, lines=300)
+    rewrite_by_block(sidecar.watch)
+    worker = sidecar.start()
+    try:
+        await sidecar.until_events("node_output_mode", 3)
+        status, _type, body = worker.get("/readyz")
+        write_corpus(sidecar.watch, hours=2, lines=300)  # the node restarted with --stream-with-block-info
+        report = await sidecar.verify()
+        await worker.until(lambda: worker.get("/readyz")[0] == 200, "/readyz 200 once the streaming trees are written")
+    finally:
+        assert worker.stop() == 0
+    assert status == 503
+    reasons = json.loads(body)["reasons"]
+    for spec in TABLES:
+        found = spec.dir_name.replace("_streaming", "_by_block")
+        assert (
+            f"{spec.dir_name}: the node writes {found}/ (by-block output, --batch-by-block), not {spec.dir_name}/: "
+            "start hl-visor with --stream-with-block-info" in reasons
+        )
+    lines = sidecar.events("node_output_mode")
+    assert sorted(line["table"] for line in lines) == sorted(spec.dir_name for spec in TABLES)
+    assert {(line["mode"], line["flag"]) for line in lines} == {("by-block", "--batch-by-block")}
+    assert_clean(report)

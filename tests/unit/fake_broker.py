@@ -142,6 +142,7 @@ class FakeHost:
     forgotten: list[str] = field(default_factory=list)
     lost: list[tuple[str, str]] = field(default_factory=list)
     holds: dict[str, str] = field(default_factory=dict)
+    node_outputs: dict[str, str] = field(default_factory=dict)  # table -> the other layout the node writes
     held_ever: list[str] = field(default_factory=list)
     pauses: list[float] = field(default_factory=list)
     regressions: list[tuple[str, Regression]] = field(default_factory=list)
@@ -180,6 +181,12 @@ class FakeHost:
         else:
             self.holds[table] = reason
             self.held_ever.append(reason)
+
+    def node_output(self, table: str, reason: str | None) -> None:
+        if reason is None:
+            self.node_outputs.pop(table, None)
+        else:
+            self.node_outputs[table] = reason
 
     async def pause(self, seconds: float) -> bool:
         self.pauses.append(seconds)
