@@ -18,6 +18,7 @@ from typing import Any
 
 from hyperdata_sidecar.core.tables import TABLES, TableSpec
 from hyperdata_sidecar.engines import ENGINE_CHOICES
+from hyperdata_sidecar.topics import ContractError, load_contract
 
 CONFIG_FILE_ENV = "SIDECAR_CONFIG"
 SECTION = "sidecar"
@@ -249,7 +250,7 @@ def _parse(raw: Mapping[str, str]) -> Settings:
     )
     if security.protocol.startswith("SASL_") and not security.sasl_mechanism:
         raise ConfigError("KAFKA_SASL_MECHANISM", f"required with KAFKA_SECURITY_PROTOCOL={security.protocol}")
-    return Settings(
+    settings = Settings(
         watch_dir=Path(_nonempty(raw, "WATCH_DIR")),
         kafka_bootstrap=_nonempty(raw, "KAFKA_BOOTSTRAP"),
         topics={spec.dir_name: _nonempty(raw, spec.topic_env) for spec in TABLES},
@@ -284,6 +285,11 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         engine=_choice(raw, "SIDECAR_ENGINE", ENGINE_CHOICES),
         security=security,
     )
+    try:
+        load_contract(settings.topic_names())
+    except ContractError as exc:
+        raise ConfigError(exc.setting, exc.problem) from None
+    return settings
 
 
 def _nonempty(raw: Mapping[str, str], name: str) -> str:

@@ -28,7 +28,13 @@ _LEGAL_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 class ContractError(ValueError):
-    """The contract, or a topic name given in the environment, is not usable."""
+    """The contract, or a topic name given in the environment, is not usable. ``setting`` names the
+    ``TOPIC_*`` setting at fault."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting}: {problem}")
+        self.setting = setting
+        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,7 @@ def load_contract(env: Mapping[str, str] = os.environ, path: Path = CONTRACT_PAT
     seen: dict[str, str] = {}
     for spec in specs:
         if spec.name in seen:
-            raise ContractError(f"{spec.env} and {seen[spec.name]} both name the topic {spec.name!r}")
+            raise ContractError(spec.env, f"names the topic {spec.name!r}, as {seen[spec.name]} does")
         seen[spec.name] = spec.env
     return specs
 
@@ -107,7 +113,7 @@ def load_contract(env: Mapping[str, str] = os.environ, path: Path = CONTRACT_PAT
 def _spec(entry: Mapping, env: Mapping[str, str]) -> TopicSpec:
     name = env.get(entry["env"]) or entry["default"]
     if not _LEGAL_TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
-        raise ContractError(f"{entry['env']}={name!r} is not a Kafka topic name (1-249 of A-Z a-z 0-9 . _ -)")
+        raise ContractError(entry["env"], f"{name!r} is not a Kafka topic name (1-249 of A-Z a-z 0-9 . _ -)")
     return TopicSpec(
         role=entry["role"],
         name=name,

@@ -2,6 +2,7 @@
 
 import pytest
 
+from hyperdata_sidecar.config import ConfigError, load_settings
 from hyperdata_sidecar.topics import (
     ContractError,
     load_contract,
@@ -67,3 +68,16 @@ def test_data_topics_and_dlq_take_an_8_mib_line_plus_framing():
 def test_unknown_role_is_a_key_error():
     with pytest.raises(KeyError):
         spec_for(load_contract(env={}), "no-such-role")
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"TOPIC_FILLS": "bad name!"}, "TOPIC_FILLS: 'bad name!' is not a Kafka topic name"),
+        ({"TOPIC_DLQ": "hyperliquid.fills"}, "TOPIC_DLQ: names the topic 'hyperliquid.fills', as TOPIC_FILLS does"),
+    ],
+)
+def test_the_settings_refuse_a_topic_name_the_contract_refuses_naming_the_setting(env, message):
+    with pytest.raises(ConfigError) as err:
+        load_settings({"WATCH_DIR": "/w", "NODE_ID": "unit", **env})
+    assert err.value.setting == next(iter(env)) and str(err.value).startswith(message)
