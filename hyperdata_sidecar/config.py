@@ -316,7 +316,7 @@ def _positive_int(raw: Mapping[str, str], name: str) -> int:
 
 def _compression_level(raw: Mapping[str, str]) -> int:
     """librdkafka's ``compression.level``: -1 (the codec's default) or a level the codec knows
-    (zstd 1-22 for the levels it takes here, lz4 0-12, gzip 0-9; snappy and none have none)."""
+    (zstd 0-22, lz4 0-12, gzip 0-9; snappy and none have none)."""
     level = _int(raw, "PRODUCER_COMPRESSION_LEVEL")
     limits = {"zstd": 22, "lz4": 12, "gzip": 9, "snappy": -1, "none": -1}
     codec = raw["PRODUCER_COMPRESSION"].strip()
