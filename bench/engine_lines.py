@@ -17,40 +17,21 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import hyperdata_sidecar_engine as native
 
 from bench.corpus import write_backlog
-from hyperdata_sidecar.core.delivery import Deliveries
 from hyperdata_sidecar.core.records import SEQ_START, Collector, Topics
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TableSpec
 from hyperdata_sidecar.core.window import Cycle, WriterState
 from hyperdata_sidecar.engines import FileLines, LineEngine
-from hyperdata_sidecar.engines.native import NativeLines
 from hyperdata_sidecar.engines.python import PythonLines
+from hyperdata_sidecar.engines.testing import CollectingNativeLines
 
 TOPICS = Topics("data", 16, "dlq", 3)
 MAX_LINE_BYTES = 8 * 1024 * 1024
 
 EngineOfFile = Callable[[FileLines], LineEngine]
-
-
-class CollectingNativeLines(NativeLines):
-    """The native engine of one file in collect mode (no producer); ``inspect_line`` decides its
-    undecided lines. A read runs on the calling thread."""
-
-    def __init__(self, file: FileLines) -> None:
-        super().__init__(native, None, file)
-
-    def deliveries(self) -> Deliveries:
-        return Deliveries()
-
-    def sink(self, cycle: Cycle) -> Any:
-        return None
-
-    async def run(self, step: Callable[[], bool]) -> bool:
-        return step()
 
 
 def python_lines(file: FileLines) -> LineEngine:
@@ -94,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
             files.append((TABLE_BY_DIR[summary.table], summary.relpath, [data[i : i + step] for i in range(0, len(data), step)]))
     print(f"corpus: {corpus.lines:,} lines, {corpus.bytes / 1e6:.1f} MB, {len(files)} files; reads of {args.chunk_kib} KiB")
     measure("python", python_lines, files)
-    measure("native", CollectingNativeLines, files)
+    measure("native", lambda file: CollectingNativeLines(native, file), files)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ good is reported failed and the records after it go on. The "topics" are its ``l
 offset is its index in its partition's list.
 
 Its tailers run the line engine :attr:`FakeBroker.engine`: the Python one, or the compiled one
-handed this ``produce`` (tests/unit/native_on_python.py: the engine calls it per record as the
+handed this ``produce`` (hyperdata_sidecar/engines/testing.py: the engine calls it per record as the
 reference writer does). tests/unit/conftest.py's ``line_engine`` fixture runs a test on each.
 """
 
@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError
-from native_on_python import NativeLinesOnPython
 
 from hyperdata_sidecar.config import Settings, load_settings
 from hyperdata_sidecar.core.cursor import FileCursor
@@ -32,6 +31,7 @@ from hyperdata_sidecar.core.seal import SealManifest
 from hyperdata_sidecar.engines import Engine, FileLines, LineEngine
 from hyperdata_sidecar.engines.native import NativeEngine
 from hyperdata_sidecar.engines.python import PythonEngine, PythonLines
+from hyperdata_sidecar.engines.testing import NativeLinesOnPython
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.tailer import TailerRooms

@@ -7,7 +7,7 @@ headers in order, in the same order), the same counts, dead letters and regressi
 same state (offset, sequencer, block range, held bytes, the unterminated tail and its dead letter).
 The native engine leaves the lines it cannot vouch for to Python (``Batch.undecided``). Both run
 through their engines' own line engines (:mod:`hyperdata_sidecar.engines`), handing their records
-to one Python ``produce`` (the native one through tests/unit/native_on_python.py). Each engine's
+to one Python ``produce`` (the native one through hyperdata_sidecar/engines/testing.py). Each engine's
 rare paths are held to the same: every cycle's records made again from the file (``rebuild``: the
 native engine in collect mode) are the records the cycle produced, and the dead letter standing for
 a refused record (``rejection``) is the reference's.
@@ -26,17 +26,15 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from native_on_python import NativeLinesOnPython
 
-from hyperdata_sidecar.core.delivery import Deliveries
 from hyperdata_sidecar.core.partitioner import partition_for
 from hyperdata_sidecar.core.records import Record, Topics, dead_letter_partition
 from hyperdata_sidecar.core.splitter import OversizeLine
 from hyperdata_sidecar.core.tables import TABLES, TableSpec
 from hyperdata_sidecar.core.window import Cycle, WriterState
 from hyperdata_sidecar.engines import FileLines, LineEngine
-from hyperdata_sidecar.engines.native import NativeLines
 from hyperdata_sidecar.engines.python import PythonLines
+from hyperdata_sidecar.engines.testing import CollectingNativeLines, NativeLinesOnPython
 
 from test_core_lineinfo import _ENVELOPES, EVENT_OF, envelope
 
@@ -349,25 +347,12 @@ def _engine(spec: TableSpec, source: str = SOURCE, max_line_bytes: int = 1 << 20
     )
 
 
-class _Collecting(NativeLines):
-    """The production line engine, its records kept in the engine's batches (no producer)."""
-
-    def __init__(self, file: FileLines) -> None:
-        super().__init__(native, None, file)
-
-    def deliveries(self) -> Deliveries:
-        return Deliveries()
-
-    def sink(self, cycle: Cycle) -> Any:
-        return None
-
-
 def test_the_held_bytes_and_the_state_can_be_read_while_a_read_runs_in_a_worker_thread():
     """The status page asks for a file's held bytes while that file's read runs off the event loop
     with the engine borrowed by it: the answer is the state after the last call, never an error."""
     spec = TABLES[0]
     line = envelope([EVENT_OF[spec]("BTC")], block_number=7) + b"\n"
-    engine = _Collecting(Start().file(spec))
+    engine = CollectingNativeLines(native, Start().file(spec))
     chunk = line * 200_000 + b'{"partial'
     cycle = Cycle(engine.state(), None, engine.deliveries())
     done = threading.Event()
@@ -405,7 +390,7 @@ def test_the_dead_letter_standing_for_a_refused_record_is_the_references(spec, v
     )
     expected = PythonLines(file, collect([])).rejection(record, error, detail)
     assert NativeLinesOnPython(native, collect([]), file).rejection(record, error, detail) == expected
-    assert _Collecting(file).rejection(record, error, detail) == expected
+    assert CollectingNativeLines(native, file).rejection(record, error, detail) == expected
     assert expected.header("reason") == b"rejected" and expected.header("error") == error.encode()
 
 

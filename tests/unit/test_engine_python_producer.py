@@ -1,5 +1,5 @@
 """A line engine handing a read to a Python ``produce`` callable (the tailer's unit tests' producer:
-the Python engine's own way, the native engine's test-only adapter tests/unit/native_on_python.py),
+the Python engine's own way, the native engine's test-only adapter hyperdata_sidecar/engines/testing.py),
 on both engines: the calls
 ``RecordWriter`` makes, each with its partition's delivery callback of the cycle; a full queue and a
 client's refusal stop the read with nothing of the refused record counted, the refusal being the
@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from native_on_python import NativeLinesOnPython
 
 from hyperdata_sidecar.core.records import SEQ_START, Topics
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR
@@ -18,6 +17,7 @@ from hyperdata_sidecar.core.window import Cycle, WriterState
 from hyperdata_sidecar.engines import Engine, FileLines, LineEngine
 from hyperdata_sidecar.engines.native import NativeEngine
 from hyperdata_sidecar.engines.python import PythonLines
+from hyperdata_sidecar.engines.testing import NativeLinesOnPython
 
 from test_core_lineinfo import EVENT_OF, envelope
 
