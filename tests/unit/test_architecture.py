@@ -124,3 +124,14 @@ def test_every_table_write_of_the_agents_goes_through_the_state_writer():
                 ):
                     offenders.append(f"{path.name}:{node.lineno}")
     assert offenders == []
+
+
+def test_every_package_of_the_source_tree_is_one_the_distribution_installs():
+    """pyproject.toml lists the packages by name: a new one left out imports from the source tree and
+    fails in an installed worker (the image, ``pip install .``)."""
+    import tomllib
+
+    repo = PACKAGE.parent
+    listed = set(tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(init.parent.relative_to(repo).parts) for init in PACKAGE.rglob("__init__.py")}
+    assert found - listed == set()
