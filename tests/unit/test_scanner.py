@@ -169,3 +169,9 @@ def test_no_hour_file_or_no_root_is_no_newest_hour(root):
     assert newest_hour(root) is None
     (root / "20260610").mkdir(parents=True)
     assert newest_hour(root) is None
+
+
+def test_a_plain_file_named_like_a_newer_date_is_passed_over(root):
+    touch(root / "20260610" / "5")
+    touch(root / "20260611")
+    assert newest_hour(root) == ("20260610", 5)
