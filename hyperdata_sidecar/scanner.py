@@ -66,9 +66,10 @@ class DatedTree:
 
 def newest_hour(root: Path) -> tuple[str, int] | None:
     """The newest hour file's (date, hour) under ``root`` (``<root>/<YYYYMMDD>/<H>``), from the newest
-    date directory that holds one; None when there is none or ``root`` cannot be listed."""
+    date directory that holds one (a file named like a date is passed over); None when there is none
+    or ``root`` cannot be listed."""
     try:
-        dates = sorted((e.name for e in os.scandir(root) if e.name.isdigit() and len(e.name) == 8), reverse=True)
+        dates = sorted((e.name for e in os.scandir(root) if e.name.isdigit() and len(e.name) == 8 and e.is_dir()), reverse=True)
         for date in dates:
             hours = [int(e.name) for e in os.scandir(root / date) if e.name.isdigit()]
             if hours:

@@ -1,9 +1,11 @@
-"""The unit tests' fixtures: ``line_engine``, which runs a test on each line engine, and ``native``."""
+"""The unit tests' fixtures: ``line_engine``, which runs a test on each line engine, and ``native``;
+and the rule that tests/unit runs with no broker."""
 
 from __future__ import annotations
 
 import importlib
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,20 @@ from hyperdata_sidecar.engines.python import PythonEngine
 from fake_broker import FakeBroker
 
 NATIVE_MODULE = "hyperdata_sidecar_engine"
+BROKER_FIXTURES = {"kafka_bootstrap", "kafka_broker"}  # tests/conftest.py's: they start the session's Kafka broker
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/unit runs with no broker: a test here that asks for one (directly or through another
+    fixture) stops the collection, naming it; it belongs in tests/integration."""
+    here = Path(__file__).parent
+    wanting = [
+        item.nodeid
+        for item in items
+        if item.path.is_relative_to(here) and BROKER_FIXTURES & set(getattr(item, "fixturenames", ()))
+    ]
+    if wanting:
+        raise pytest.UsageError(f"tests/unit runs with no broker; move these to tests/integration: {', '.join(wanting)}")
 
 
 @pytest.fixture

@@ -1,0 +1,188 @@
+"""The progress topic: what the tailers send (a checkpoint, a forget, a barrier), a failed checkpoint
+counted and logged rather than raised, and each record applied to the tables through a real
+StateWriter on plain dicts. A recorder stands in for the Faust topic; the test applies what it
+holds, as the progress agent would."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from aiokafka.errors import KafkaTimeoutError
+
+from hyperdata_sidecar.core.cursor import FileCursor
+from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.progress_topic import ProgressTopic
+from hyperdata_sidecar.state_writer import StateWriter
+
+LOGGER = "tests.progress_topic"
+PATH = "node_fills_streaming/hourly/20260610/22"
+
+
+class Topic:
+    """The internal progress topic: keeps what is sent as (key, value); raises ``refusal`` on each send while set."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str | None, dict[str, Any]]] = []
+        self.refusal: Exception | None = None
+
+    async def send(self, *, key: str | None, value: dict[str, Any]) -> None:
+        if self.refusal is not None:
+            raise self.refusal
+        self.sent.append((key, value))
+
+
+class RefusingTable(dict[str, Any]):
+    """A table whose store refuses its next ``refusals`` writes (a full disk), as rocksdict does."""
+
+    def __init__(self, *args: Any, refusals: int = 1 << 30) -> None:
+        super().__init__(*args)
+        self.refusals = refusals
+
+    def _refuse(self) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            raise Exception("IO error: No space left on device")
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._refuse()
+        super().__setitem__(key, value)
+
+    def pop(self, key: str, default: Any = None) -> Any:
+        self._refuse()
+        return super().pop(key, default)
+
+
+class Parts:
+    def __init__(
+        self, stopping: bool = False, offsets: dict[str, Any] | None = None, seals: dict[str, Any] | None = None
+    ) -> None:
+        self.topic = Topic()
+        self.metrics = SidecarMetrics()
+        self.offsets: dict[str, Any] = offsets if offsets is not None else {}
+        self.seals: dict[str, Any] = seals if seals is not None else {}
+        self.backups: dict[str, Any] = {}
+        log = EventLog(logging.getLogger(LOGGER))
+
+        async def pause(_seconds: float) -> bool:
+            return not stopping
+
+        writer = StateWriter(self.metrics, log, "/state", pause, lambda _table: None)
+        self.progress = ProgressTopic(
+            self.topic,  # type: ignore[arg-type]
+            self.offsets,
+            [self.offsets, self.seals, self.backups],
+            writer,
+            self.metrics,
+            log,
+        )
+
+    def persist_failures(self) -> float | None:
+        return self.metrics.registry.get_sample_value("hyperdata_sidecar_state_persist_failures_total")
+
+    async def apply_sent(self) -> None:
+        """Apply every record sent so far, as the progress agent does."""
+        for _key, value in self.topic.sent:
+            await self.progress.apply(value)
+
+
+def events(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(r.levelname, r.getMessage(), r.fields) for r in caplog.records if r.name == LOGGER]  # type: ignore[attr-defined]
+
+
+CURSOR = FileCursor(path=PATH, byte_offset=4096, lines=12)
+
+
+# -- sending --------------------------------------------------------------------------------------
+
+
+async def test_a_checkpoint_is_sent_keyed_by_its_path():
+    p = Parts()
+    await p.progress.checkpoint(CURSOR)
+    assert p.topic.sent == [(PATH, {"kind": "checkpoint", "cursor": CURSOR.to_record()})]
+
+
+@pytest.mark.parametrize("refusal", [KafkaTimeoutError(), TimeoutError(), OSError("connection reset")])
+async def test_a_checkpoint_the_topic_refuses_is_counted_and_logged_not_raised(refusal, caplog):
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    p = Parts()
+    p.topic.refusal = refusal
+    await p.progress.checkpoint(CURSOR)
+    await p.progress.checkpoint(CURSOR)
+    assert p.persist_failures() == 2
+    assert events(caplog) == [("ERROR", "checkpoint_failed", {"path": PATH, "error": str(refusal)})]  # rate-limited
+
+
+async def test_a_forget_is_sent_keyed_by_its_path():
+    p = Parts()
+    await p.progress.forget(PATH)
+    assert p.topic.sent == [(PATH, {"kind": "forget", "path": PATH})]
+
+
+async def test_a_barrier_returns_once_its_own_record_is_applied_not_before():
+    p = Parts()
+    waiting = asyncio.ensure_future(p.progress.barrier())
+    await asyncio.sleep(0)
+    [(key, record)] = p.topic.sent
+    assert key is None and record["kind"] == "barrier"
+    await p.progress.apply({"kind": "barrier", "token": "another process's"})
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    await p.progress.apply(record)
+    await asyncio.wait_for(waiting, timeout=5)
+
+
+async def test_the_records_sent_before_a_barrier_are_applied_when_it_returns():
+    p = Parts()
+    await p.progress.checkpoint(CURSOR)
+    waiting = asyncio.ensure_future(p.progress.barrier())
+    await asyncio.sleep(0)
+    await p.apply_sent()
+    await asyncio.wait_for(waiting, timeout=5)
+    assert p.offsets == {PATH: CURSOR.to_record()}
+
+
+# -- applying -------------------------------------------------------------------------------------
+
+
+async def test_a_checkpoint_applied_sets_the_files_cursor_in_the_offsets_table():
+    p = Parts()
+    await p.progress.checkpoint(CURSOR)
+    moved = CURSOR.with_changes(byte_offset=8192)
+    await p.progress.checkpoint(moved)
+    await p.apply_sent()
+    assert p.offsets == {PATH: moved.to_record()}
+
+
+async def test_a_checkpoint_the_store_refuses_is_written_once_it_takes_it():
+    p = Parts(offsets=RefusingTable(refusals=2))
+    await p.progress.apply({"kind": "checkpoint", "cursor": CURSOR.to_record()})
+    assert p.offsets == {PATH: CURSOR.to_record()} and p.persist_failures() == 2
+
+
+async def test_a_forget_applied_removes_the_path_from_every_table_it_names():
+    p = Parts(seals={PATH: {"revision": 1}, "other": {"revision": 1}})
+    p.offsets[PATH] = CURSOR.to_record()
+    p.backups[PATH] = {"status": "ok"}
+    await p.progress.forget(PATH)
+    await p.apply_sent()
+    assert p.offsets == {} and p.seals == {"other": {"revision": 1}} and p.backups == {}
+
+
+async def test_a_forget_the_worker_stops_during_leaves_the_later_tables_alone():
+    p = Parts(stopping=True, seals=RefusingTable({PATH: {"revision": 1}}))
+    p.offsets[PATH] = CURSOR.to_record()
+    p.backups[PATH] = {"status": "ok"}
+    await p.progress.apply({"kind": "forget", "path": PATH})
+    assert p.offsets == {} and PATH in p.seals and p.backups == {PATH: {"status": "ok"}}
+
+
+async def test_an_unknown_record_changes_nothing_and_is_a_warning(caplog):
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    p = Parts()
+    await p.progress.apply({"kind": "rewind", "path": PATH})
+    assert p.offsets == {}
+    assert events(caplog) == [("WARNING", "unknown_progress_record", {"record": str({"kind": "rewind", "path": PATH})})]
