@@ -18,13 +18,19 @@ $(STAMP): pyproject.toml
 	$(VPY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-# The native line engine (engine/, Rust: PyO3 + maturin) built in release mode and installed into
-# the venv as the distribution hyperdata-sidecar-engine (module hyperdata_sidecar_engine). Needs
-# cargo; crates come from the registry. Without it the sidecar's Python engine is used.
+# The native line engine (engine/, Rust: PyO3 + maturin) built in release mode as a wheel in
+# $(ENGINE_WHEEL_DIR) and installed into the venv as the distribution hyperdata-sidecar-engine
+# (module hyperdata_sidecar_engine). Needs cargo; crates come from the registry. Without it the
+# sidecar's Python engine is used. The same wheel goes into the image in `make image-test`; it
+# shares engine/target's release profile with lint-engine and engine-test, so the bundled
+# librdkafka and OpenSSL are compiled once for all three.
+ENGINE_WHEEL_DIR := build/engine-wheel
 engine: venv
 	@command -v cargo >/dev/null || { echo "make engine: cargo not found; install Rust (rustup, or the distribution's cargo)" >&2; exit 1; }
 	$(VPY) -m pip install --quiet --disable-pip-version-check 'maturin>=1.9,<2'
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release -m engine/Cargo.toml
+	rm -rf $(ENGINE_WHEEL_DIR)
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin build --release -m engine/Cargo.toml --out $(ENGINE_WHEEL_DIR)
+	$(VPY) -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall $(ENGINE_WHEEL_DIR)/*.whl
 
 # The engine's Rust: rustfmt's check and clippy with every warning an error. In the release
 # profile, like the build: the bundled librdkafka and OpenSSL are compiled once for both.
