@@ -5,6 +5,13 @@ marked ``kafka``, so ``-m "not kafka"`` deselects them); the unit tests run with
 
 ``HYPERDATA_TEST_BOOTSTRAP=HOST:PORT`` points the tests at a broker that is already up
 (for example ``make kafka-up``'s, on 127.0.0.1:9092) instead of starting one.
+
+Under pytest-xdist (``make test`` runs ``-n``, ``--dist loadgroup``) each worker process is a
+session of its own: it starts its own broker, on its own free ports and in its own temp dir, so a
+fault drill that stops or freezes its broker disturbs only the tests of its own worker. Topic
+names and app ids stay unique across workers (``unique_topic_prefix``). The tests of a module
+with a module-scoped fixture (a SASL broker, a worker shared by the module's tests, an install
+into a fresh venv) run on one worker, so that fixture is set up once, as without xdist.
 """
 
 from __future__ import annotations
@@ -25,6 +32,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
+        if _uses_module_fixture(item):
+            # pytest-xdist's --dist loadgroup sends a group's tests to one worker.
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def _uses_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(definition.scope == "module" for definitions in info.name2fixturedefs.values() for definition in definitions)
 
 
 @pytest.fixture(scope="session")
