@@ -62,7 +62,7 @@ test: venv lint engine engine-test pytest
 
 # The tests in PYTEST_WORKERS pytest-xdist worker processes: most of the suite's time is spent
 # waiting (for a broker, for worker processes, through the drills' outages), not computing. On a
-# 2-core machine the tests took about as long each with 4 workers as with one, and the suite a
+# 2-core machine the tests took about 10% longer each with 4 workers than with one, and the suite a
 # quarter of the time. Each worker starts its own broker (tests/conftest.py); a module's tests that
 # share a module-scoped fixture stay on one worker (--dist loadgroup). PYTEST_WORKERS=0 runs them
 # in this process, one after another.
