@@ -63,12 +63,12 @@ test: venv lint engine engine-test pytest
 # The tests in PYTEST_WORKERS pytest-xdist worker processes: most of the suite's time is spent
 # waiting (for a broker, for worker processes, through the drills' outages), not computing. On a
 # 2-core machine the tests took about 10% longer each with 4 workers than with one, and the suite a
-# quarter of the time. Each worker starts its own broker (tests/conftest.py); a module's tests that
-# share a module-scoped fixture stay on one worker (--dist loadgroup). PYTEST_WORKERS=0 runs them
-# in this process, one after another.
+# quarter of the time. Each worker starts its own broker; each integration module's tests run on
+# one worker in their order, each drill and unit test wherever a worker is free (tests/conftest.py
+# schedules them). PYTEST_WORKERS=0 runs them in this process, one after another.
 PYTEST_WORKERS ?= 4
 pytest: venv
-	@status=0; HYPERDATA_ENGINE_REQUIRED=1 $(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup || status=$$?; \
+	@status=0; HYPERDATA_ENGINE_REQUIRED=1 $(VPY) -m pytest -q -n $(PYTEST_WORKERS) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); nothing ran" >&2; fi; \
 	exit $$status
 
