@@ -8,7 +8,11 @@
    ~/.cache/hyperdata-sidecar/base/ and the image in podman's storage (scripts/podman_kit.py).
 2. The image, built as docker/compose.yaml's `build` section says, on that base (BASE_IMAGE): its
    engine-build stage compiles the native line engine (engine/) into a wheel with rustup's Rust
-   and maturin, the final stage installs it. pip, rustup and cargo inside the build trust the CA
+   and maturin, the final stage installs it. With ``--engine-wheel-dir DIR`` (`make image-test`
+   passes the wheel `make engine` built on this bookworm host, build/engine-wheel/) that wheel
+   is handed to the build as the named build context engine-wheels instead, which replaces the
+   Dockerfile's stage of that name: engine-build is skipped, and the engine is compiled once per
+   CI run, not twice. pip, rustup and cargo inside the build trust the CA
    certificates this machine trusts (the host's bundle is mounted for the build only). podman
    keeps the layers: a rebuild without a change to pyproject.toml reuses the dependencies' layer
    and downloads nothing; one without a change to engine/Cargo.toml or Cargo.lock reuses the
@@ -40,7 +44,9 @@ containers.conf, as .ci/run writes), debootstrap for the first run, Java and Mav
 
 from __future__ import annotations
 
+import argparse
 import filecmp
+import functools
 import json
 import os
 import re
@@ -184,11 +190,13 @@ def podman_run_arguments(
 # ---- the image ---------------------------------------------------------------------------------
 
 
-def build_image(compose: Mapping[str, Any]) -> tuple[str, str]:
+def build_image(compose: Mapping[str, Any], engine_wheel_dir: Path | None = None) -> tuple[str, str]:
     """Build the image of the one service with a ``build`` section; returns (tag, image id).
 
     Every service must use that tag. The containers run the image id, so a concurrent build
-    that moves the tag cannot change what this run tests."""
+    that moves the tag cannot change what this run tests. With ``engine_wheel_dir`` (a dir
+    holding the engine's one wheel), that wheel is the engine-wheels stage (a named build
+    context) instead of the one the Dockerfile's engine-build stage compiles."""
     built = [(name, spec) for name, spec in compose["services"].items() if "build" in spec]
     if len(built) != 1:
         raise StepFailed(f"{COMPOSE_FILE}: expected one service with a build section, found {len(built)}")
@@ -201,6 +209,12 @@ def build_image(compose: Mapping[str, Any]) -> tuple[str, str]:
     args = ["build", "--file", str(context / spec["build"]["dockerfile"]), "--tag", tag]
     for key, value in spec["build"].get("args", {}).items():
         args += ["--build-arg", f"{key}={value}"]
+    if engine_wheel_dir is not None:
+        wheels = sorted(engine_wheel_dir.glob("*.whl"))
+        if len(wheels) != 1:
+            raise StepFailed(f"{engine_wheel_dir}: expected the engine's one wheel (make engine builds it), found {len(wheels)}")
+        args += ["--build-context", f"engine-wheels={engine_wheel_dir.resolve()}"]
+        print(f"the engine's wheel from the host: {wheels[0]}")
     if HOST_CA_BUNDLE.exists():
         # This machine may reach PyPI through a TLS-inspecting proxy whose CA only the host trusts.
         args += ["--volume", f"{HOST_CA_BUNDLE}:/etc/ssl/certs/ca-certificates.crt:ro"]
@@ -404,7 +418,7 @@ def expect_configuration_error(stack: Stack, name: str, setting: str, *, mounts:
     print(f"{name}: exit 2, {errors[0]}")
 
 
-def image_test(test_run: TestRun) -> str:
+def image_test(test_run: TestRun, engine_wheel_dir: Path | None = None) -> str:
     """The steps of the module's docstring; returns what passed."""
     dirs = {name: WORK / name for name in ("watch", "backups", "corpus", "kafka")}
     for path in dirs.values():
@@ -425,7 +439,7 @@ def image_test(test_run: TestRun) -> str:
         }
     )
     step("2/8 the image, as compose.yaml builds it")
-    tag, image = build_image(compose)
+    tag, image = build_image(compose, engine_wheel_dir)
     print(f"{tag} = {image.removeprefix('sha256:')[:12]} ({test_run.seconds():.0f}s)")
 
     step("3/8 the native engine in the image")
@@ -468,4 +482,12 @@ def remove_containers() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run_test("image-test", WORK, image_test))
+    parser = argparse.ArgumentParser(description="The image and docker/compose.yaml, run for real with podman.")
+    parser.add_argument(
+        "--engine-wheel-dir",
+        type=Path,
+        help="a dir holding the native engine's wheel built on this host (make engine: build/engine-wheel), "
+        "installed into the image instead of compiling the engine in the Dockerfile's engine-build stage",
+    )
+    options = parser.parse_args()
+    sys.exit(run_test("image-test", WORK, functools.partial(image_test, engine_wheel_dir=options.engine_wheel_dir)))

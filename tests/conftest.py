@@ -5,6 +5,12 @@ marked ``kafka``, so ``-m "not kafka"`` deselects them); the unit tests run with
 
 ``HYPERDATA_TEST_BOOTSTRAP=HOST:PORT`` points the tests at a broker that is already up
 (for example ``make kafka-up``'s, on 127.0.0.1:9092) instead of starting one.
+
+Under pytest-xdist (``make test`` runs ``-n``) each worker process is a session of its own: it
+starts its own broker, on its own free ports and in its own temp dir, so a fault drill that stops
+or freezes its broker disturbs only the tests of its own worker. Topic names and app ids stay
+unique across workers (``unique_topic_prefix``). Which tests go to one worker together is
+:func:`xdist_scope`'s choice.
 """
 
 from __future__ import annotations
@@ -25,6 +31,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
+
+
+_DRILLS = "tests/integration/test_drills.py"
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work pytest-xdist hands one worker: a whole module for the integration tests,
+    which then run in their order on one worker, as without xdist (several share a module-scoped
+    fixture: a SASL broker, a worker, an install into a fresh venv; and test_web.py's gauge tests
+    read the gauges after test_metrics_count_exactly_what_the_corpus_holds waited for their
+    refresh); each test alone for the fault drills (each has its own worker process, data dir and
+    topics, and they are the longest tests) and for the unit tests."""
+    module = nodeid.split("::", 1)[0]
+    if module.startswith("tests/integration/") and module != _DRILLS:
+        return module
+    return nodeid
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist's load-by-scope scheduling with :func:`xdist_scope` as the scope (xdist's own
+    --dist loadgroup does not group with pytest 9.2, whose nodeids it no longer sets)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ScopeScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ScopeScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
