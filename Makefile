@@ -113,7 +113,7 @@ image-test: venv engine image-test-run
 image-test-run: venv
 	$(VPY) scripts/image_test.py --engine-wheel-dir $(ENGINE_WHEEL_DIR)
 
-# The systemd unit started for real: a podman container booted with systemd as PID 1, README's
+# The systemd unit started for real: a podman container booted with systemd as PID 1, docs/operations.md's
 # install, the unit against a local broker, its hardening checked (scripts/systemd_test.py).
 systemd-test: venv
 	$(VPY) scripts/systemd_test.py

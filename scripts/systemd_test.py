@@ -1,6 +1,6 @@
 """`make systemd-test`: deploy/systemd/'s unit started for real, by systemd, in a podman container.
 
-    Debian base with systemd -> container booted with systemd as PID 1 -> README's install
+    Debian base with systemd -> container booted with systemd as PID 1 -> docs/operations.md's install
     -> the unit against a broker on the host -> ready -> hardening holds -> every line in Kafka
     -> systemctl stop
 
@@ -16,7 +16,7 @@
 4. The container runs /sbin/init with the host's network and CAP_SYS_ADMIN: without it systemd
    in a container skips the unit's mount namespace (ProtectSystem=, ProtectHome=, ...) and
    says nothing, which step 6 would catch.
-5. README's steps: the sysusers entry, the unit, the environment file (this run's broker and web
+5. docs/operations.md's steps: the sysusers entry, the unit, the environment file (this run's broker and web
    port; replication factor 1), the backup dir; systemctl start; the unit becomes active and
    /readyz (curl inside the container) answers 200.
 6. The hardening, checked on the running service: its user, no capabilities, no new privileges,
@@ -102,7 +102,7 @@ def boot_container() -> None:
 
 
 def install(wheels: Path, corpus: Path, bootstrap: str, web_port: int) -> dict[str, str]:
-    """README's install, as root in the container; returns the environment file's settings."""
+    """docs/operations.md's install, as root in the container; returns the environment file's settings."""
     podman("cp", str(wheels), f"{CONTAINER}:/tmp/wheels")
     podman("cp", str(UNIT_DIR), f"{CONTAINER}:/tmp/systemd")
     # The node's user and its data, as on a node host: a private home, group-readable files.
@@ -183,7 +183,7 @@ def check_hardening(settings: dict[str, str]) -> None:
 
 
 def check_published(settings: dict[str, str]) -> None:
-    """The verifier, run as README says commands run on the host: as root with the environment file."""
+    """The verifier, run as docs/operations.md says commands run on the host: as root with the environment file."""
     report = inside(
         f"cd /tmp && set -a && . /etc/hyperdata-sidecar/sidecar.env && set +a && "
         f"{VENV}/bin/faust -A hyperdata_sidecar verify --backup-dir {settings['BACKUP_DIR']} --timeout 120",
@@ -265,7 +265,7 @@ def systemd_test(test_run: TestRun) -> str:
     test_run.cleanup.callback(remove_container)
     boot_container()
 
-    step("5/9 README's install, then systemctl start")
+    step("5/9 docs/operations.md's install, then systemctl start")
     web_port = free_low_port({broker.port, broker.controller_port})
     settings = install(WORK / "wheels", WORK / "corpus", broker.bootstrap, web_port)
     inside(f"systemctl start {SERVICE}")

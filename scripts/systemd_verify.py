@@ -1,7 +1,7 @@
 """`make systemd-verify`: deploy/systemd/'s service units checked by ``systemd-analyze verify``.
 
 verify insists that ExecStart's program exists. The unit runs the faust console script of the
-venv README.md installs into (/opt/hyperdata-sidecar/venv), which a build machine does not have:
+venv docs/operations.md installs into (/opt/hyperdata-sidecar/venv), which a build machine does not have:
 the unit is verified as a copy whose only change is that prefix, pointed at this checkout's venv
 (`make venv`), which holds the same console script. A unit that does not start its program from
 the documented venv fails here rather than being verified unchanged.
@@ -29,7 +29,7 @@ def verify(unit: Path, venv: Path = CHECKOUT_VENV) -> list[str]:
     """What ``systemd-analyze verify`` says about ``unit`` run from ``venv``; empty when nothing."""
     text = unit.read_text()
     if f"ExecStart={INSTALLED_VENV}/bin/" not in text:
-        return [f"{unit}: ExecStart does not run a program of {INSTALLED_VENV} (README.md's install)"]
+        return [f"{unit}: ExecStart does not run a program of {INSTALLED_VENV} (docs/operations.md's install)"]
     with tempfile.TemporaryDirectory(prefix="systemd-verify-") as scratch:
         # The unit's name is its file name: the copy keeps it.
         copy = Path(scratch) / unit.name
