@@ -64,7 +64,8 @@ class Cycle:
         return self.cursor is not None
 
     def failed(self) -> bool:
-        return not self.resolved and bool(self.deliveries.failures())
+        """Failed records not yet dealt with, or records to send again (a topic distrusted)."""
+        return (not self.resolved and bool(self.deliveries.failures())) or bool(self.deliveries.distrusted)
 
     def settled(self) -> bool:
         return self.written and self.deliveries.reported() == self.tally.produced
