@@ -93,7 +93,9 @@ def test_a_refusal_names_the_topic_and_is_judged_like_a_clients():
     guard.checked(T, 1, None)
     refused = TopicRefused(T, guard.refusal(T))
     assert refused.args[0].name() == PARTITION_COUNT
-    assert refused.reason() == f"{T}: PARTITION_COUNT (1 partition(s), the contract says 6: nothing is written to it until it has 6)"
+    assert (
+        refused.reason() == f"{T}: PARTITION_COUNT (1 partition(s), the contract says 6: nothing is written to it until it has 6)"
+    )
     assert str(refused) == guard.refusal(T).str()
 
 
