@@ -73,6 +73,9 @@ BATCH_FRAMING_BYTES = 512  # a record batch's own bytes on top of its records, w
 #: Connection errors that say the broker is unreachable (counted as kind "transport", logged at most
 #: once per minute each). A refused login (``_AUTHENTICATION``) is not one: it is kind "login_refused".
 TRANSPORT_ERRORS = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL"})
+#: What the broker answers for a moment about a topic just created: its leaders are not known yet.
+LEADERS_SETTLING = frozenset({"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE"})
+LEADERS_SETTLE_S = 5.0
 
 
 class DataPlaneError(Exception):
@@ -188,15 +191,24 @@ class DataPlane:
         return partitions, limits, floors
 
     def _end_offsets(self, admin: AdminClient, topic: str, count: int) -> dict[int, int]:
-        """Blocking: the end offset of each of ``topic``'s ``count`` partitions."""
+        """Blocking: the end offset of each of ``topic``'s ``count`` partitions (asked again for a few
+        seconds while the leaders of a topic just created settle)."""
         request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(count)}
-        try:
-            return {
-                tp.partition: future.result(timeout=METADATA_TIMEOUT_S).offset
-                for tp, future in admin.list_offsets(request, request_timeout=METADATA_TIMEOUT_S).items()
-            }
-        except KafkaException as exc:
-            raise DataPlaneError(f"topic {topic} end offsets: {exc.args[0].str() if exc.args else exc}") from exc
+        deadline = time.monotonic() + LEADERS_SETTLE_S
+        while True:
+            try:
+                return {
+                    tp.partition: future.result(timeout=METADATA_TIMEOUT_S).offset
+                    for tp, future in admin.list_offsets(request, request_timeout=METADATA_TIMEOUT_S).items()
+                }
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                name = error.name() if isinstance(error, KafkaError) else ""
+                if name not in LEADERS_SETTLING or time.monotonic() > deadline:
+                    raise DataPlaneError(
+                        f"topic {topic} end offsets: {error.str() if isinstance(error, KafkaError) else exc}"
+                    ) from exc
+            time.sleep(0.2)
 
     def _look(self, topic: str) -> tuple[int, dict[int, int] | None]:
         """Blocking: the broker's partition count of ``topic`` (0: missing) and, when it is the
