@@ -35,7 +35,7 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka import TopicPartition as ConfluentPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.devkafka import LocalKafka, free_low_port
@@ -380,6 +380,7 @@ async def topic_deleted(
     ctx: DrillContext,
     *,
     auto_create: bool = True,
+    at_once: bool = False,
     hours: int = 2,
     lines_per_hour: int = 6000,
     replay_s: float = 60.0,
@@ -387,14 +388,23 @@ async def topic_deleted(
 ) -> DrillResult:
     """Delete the order-statuses topic while the sidecar publishes, then create it again with the
     contract's partitions. With the broker's auto-create on (15) it comes back first with the
-    broker's one partition (:func:`topic_copied`); with it off (15b) it stays away until then."""
-    if auto_create:
-        return await topic_copied(ctx, hours=hours, lines_per_hour=lines_per_hour, replay_s=replay_s, bound_s=bound_s)
+    broker's one partition (:func:`topic_copied`); with it off (15b) it stays away until then. In
+    15c a copy with one partition replaces it at once, faster than the producer can notice."""
+    if auto_create or at_once:
+        return await topic_copied(
+            ctx, at_once=at_once, hours=hours, lines_per_hour=lines_per_hour, replay_s=replay_s, bound_s=bound_s
+        )
     return await topic_deleted_in_flight(ctx, hours=hours, lines_per_hour=lines_per_hour, replay_s=replay_s, bound_s=bound_s)
 
 
 async def topic_copied(
-    ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 6000, replay_s: float = 60.0, bound_s: float = 10.0
+    ctx: DrillContext,
+    *,
+    at_once: bool = False,
+    hours: int = 2,
+    lines_per_hour: int = 6000,
+    replay_s: float = 60.0,
+    bound_s: float = 10.0,
 ) -> DrillResult:
     """Auto-create on (Kafka's default). The first hour is replayed and published; the order-statuses
     topic is deleted; the next hour is appended, so the worker hands its lines to a producer whose
@@ -408,8 +418,17 @@ async def topic_copied(
     creation; nothing is written into the copy; every line of the hour written before the re-creation
     is in the new topic within ``bound_s`` of it; at the end every line of the hour, acknowledged or
     not at any time, is in the topic as it stands, once, in file order per partition, and nothing else is.
+
+    ``at_once`` (15c): the topic is deleted and a copy with one partition created in its place between
+    the hours, so the producer's metadata still shows the deleted topic when the hour begins and its
+    records for partition 0 go into the copy by name before anything can be seen (what the check
+    cannot prevent). The table must find them (``topic_offsets_went_back``: their offsets are below
+    where the topic stood) and send them again into the topic created with the contract's partitions.
     """
-    result = DrillResult(15, "data topic deleted in flight, auto-create on")
+    if at_once:
+        result = DrillResult(15, "data topic replaced at once by a copy with one partition", variant="c")
+    else:
+        result = DrillResult(15, "data topic deleted in flight, auto-create on")
     summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour)
     first_hours, the_hour = _split_last_hour(Path(summary.root), ctx.root / "corpus-before", ctx.root / "corpus-hour")
     rates = pace(summary, replay_s)
@@ -425,23 +444,32 @@ async def topic_copied(
         # librdkafka takes a topic it has known for less than topic.metadata.propagation.max.ms (30 s)
         # for one still being created and keeps its records (rdkafka_topic.c, rd_kafka_topic_set_notexists).
         await asyncio.sleep(max(0.0, METADATA_PROPAGATION_S + 2.0 - (time.monotonic() - started)))
-        await _delete_topic(ctx.bootstrap, topic)
+        named: float | None = None
+        if at_once:
+            partitions = await asyncio.to_thread(_replace_by_copy, ctx.bootstrap, topic, 1)
+            copy_at = time.monotonic()
+            result.note(f"the topic was deleted and created again with {partitions} partition(s) at once")
+        else:
+            await _delete_topic(ctx.bootstrap, topic)
         writing = asyncio.ensure_future(
             replay(the_hour, sidecar.watch, chunk_bytes=16 * 1024, cadence_s=0.1, lines_per_s=rates, progress=False, seed=16)
         )
-        named = await _seconds_until(worker, lambda: _readyz_names(worker, topic), 3 * bound_s)
-        result.check(
-            f"/readyz names {topic} within {bound_s:.0f}s of the hour's first lines",
-            named is not None and named <= bound_s,
-            f"after {named}",
-        )
-        still_gone = await asyncio.to_thread(_topic_id, ctx.bootstrap, topic) is None
-        result.check("the worker did not create the deleted topic again (its clients never auto-create)", still_gone)
-        partitions = await _auto_create(ctx.bootstrap, topic)
-        copy_at = time.monotonic()
-        result.note(f"a new user's client had the broker's auto-create give the topic back with {partitions} partition(s)")
+        if not at_once:
+            named = await _seconds_until(worker, lambda: _readyz_names(worker, topic), 3 * bound_s)
+            result.check(
+                f"/readyz names {topic} within {bound_s:.0f}s of the hour's first lines",
+                named is not None and named <= bound_s,
+                f"after {named}",
+            )
+            still_gone = await asyncio.to_thread(_topic_id, ctx.bootstrap, topic) is None
+            result.check("the worker did not create the deleted topic again (its clients never auto-create)", still_gone)
+            partitions = await _auto_create(ctx.bootstrap, topic)
+            copy_at = time.monotonic()
+            result.note(f"a new user's client had the broker's auto-create give the topic back with {partitions} partition(s)")
         both = f"PARTITION_COUNT ({partitions} partition(s), the contract says 6"
         counted = await _seconds_until(worker, lambda: _readyz_names(worker, topic, both), 3 * bound_s)
+        if at_once:
+            named = counted  # the hour began right after the copy was made
         result.check(
             f"/readyz names the copy with both counts within {bound_s:.0f}s",
             counted is not None and counted <= bound_s,
@@ -455,7 +483,16 @@ async def topic_copied(
         )
         await asyncio.sleep(max(0.0, bound_s / 2 - (time.monotonic() - copy_at)))
         in_copy = await asyncio.to_thread(_read_topic, ctx.bootstrap, topic)
-        result.check("nothing was written into the copy", not in_copy, f"{len(in_copy)} records, e.g. {in_copy[:2]}")
+        if not at_once:
+            result.check("nothing was written into the copy", not in_copy, f"{len(in_copy)} records, e.g. {in_copy[:2]}")
+        else:
+            found = [e for e in sidecar.events("topic_offsets_went_back") if e.get("topic") == topic]
+            result.check(
+                "the records written into the copy were found from their offsets (topic_offsets_went_back)",
+                not in_copy or bool(found),
+                f"{len(in_copy)} in the copy, {len(found)} found",
+            )
+            copied = {(r.source, r.offset) for r in in_copy}
         await _delete_topic(ctx.bootstrap, topic)
         await apply_contract(ctx.bootstrap, [spec for spec in load_contract(sidecar.env) if spec.name == topic])
         created_at = time.monotonic()
@@ -499,6 +536,11 @@ async def topic_copied(
         result.check("the topic holds nothing but the hour's lines", not others, f"{len(others)}, e.g. {sorted(others)[:3]}")
         disorder = _out_of_file_order(new)
         result.check("the topic holds each partition's lines in file order", not disorder, str(disorder[:3]))
+        if at_once:
+            result.note(
+                f"{len(in_copy)} record(s) were written into the copy (partitions {sorted({r.partition for r in in_copy})}) "
+                f"before the producer's metadata showed it; {len(copied & present)} of them are in the topic at the end"
+            )
         result.note(
             f"{len(lines)} lines of the hour; /readyz named the topic {named or 0:.1f}s into the hour and the copy's counts "
             f"{counted or 0:.1f}s after its creation; every owed line was in the new topic {owed_after:.1f}s after its creation"
@@ -598,6 +640,22 @@ def _split_last_hour(root: Path, before: Path, last: Path) -> tuple[Path, Path]:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(root / hour.relpath, target)
     return before, last
+
+
+def _replace_by_copy(bootstrap: str, topic: str, partitions: int) -> int:
+    """Blocking: delete ``topic`` and create it again with ``partitions`` at once (as fast as the
+    broker allows), without asking for its metadata in between. The partition count it has."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+            return partitions
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
 
 
 def _hour_relpaths(corpus_root: Path, table: str) -> set[str]:
@@ -1566,4 +1624,5 @@ DRILLS: tuple[Drill, ...] = (
     Drill(14, broker_frozen, dict(frozen_s=90.0, lines_per_hour=150_000), stops_broker=True),
     Drill(15, topic_deleted, dict(auto_create=True, lines_per_hour=20_000, replay_s=120.0)),
     Drill(15, topic_deleted, dict(auto_create=False, lines_per_hour=20_000, replay_s=120.0)),
+    Drill(15, topic_deleted, dict(at_once=True, lines_per_hour=20_000, replay_s=120.0)),
 )
