@@ -118,7 +118,6 @@ class DataPlane:
         self._on_error = on_error
         self._on_fatal = on_fatal
         self._producer: Producer | None = None  # made by the engine at connect
-        self._admin: AdminClient | None = None  # the checks' client, made at connect
         contract = {spec.name: spec.partitions for spec in load_contract(settings.topic_names())}
         #: The contract's partition counts: what every record is partitioned over.
         self.partitions: Mapping[str, int] = contract
@@ -163,7 +162,7 @@ class DataPlane:
     def _describe(self, topics: list[str]) -> tuple[dict[str, int], dict[str, int], dict[str, dict[int, int]]]:
         """Blocking: partition counts, effective ``max.message.bytes`` and, of each topic with the
         contract's count, its partitions' end offsets."""
-        admin = self._admin = self._admin or AdminClient(self._client_config())
+        admin = self._admin()
         try:
             metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
         except KafkaException as exc:
@@ -213,7 +212,7 @@ class DataPlane:
     def _look(self, topic: str) -> tuple[int, dict[int, int] | None]:
         """Blocking: the broker's partition count of ``topic`` (0: missing) and, when it is the
         contract's and the topic may not be written now, its end offsets (to check it again)."""
-        admin = self._admin = self._admin or AdminClient(self._client_config())
+        admin = self._admin()
         try:
             described = admin.describe_topics(TopicCollection([topic]), request_timeout=METADATA_TIMEOUT_S)[topic]
             count = len(described.result(timeout=METADATA_TIMEOUT_S).partitions)
@@ -225,6 +224,12 @@ class DataPlane:
         if count != self.guard.contract(topic) or self.guard.refusal(topic) is None:
             return count, None
         return count, self._end_offsets(admin, topic, count)
+
+    def _admin(self) -> AdminClient:
+        """A client for one look at the topics, gone with it (an idle one would keep reconnecting, and
+        logging, through a broker outage); its librdkafka lines go to the data plane's logger."""
+        config: dict[str, Any] = {**self._client_config(), "logger": logging.getLogger(LIBRDKAFKA_LOGGER), "log_level": 4}
+        return AdminClient(config)
 
     def _client_config(self) -> dict[str, Any]:
         return {
