@@ -7,6 +7,15 @@ answer to each of: the queue is full (``BufferError``: let reports come in, try 
 refuses a record (hold the table: not ready, slow retries, the topic's metadata asked for again
 before each retry so a topic created again is written within one step), the worker stops (settle
 for at most STOP_GRACE_S, then give up without a checkpoint).
+
+The data plane refuses a topic whose partition count is not the contract's (``TopicNotWritable``, a
+refusal like a client's: the table holds, and the check before each retry is what lets it go on).
+And before a cycle is committed, :meth:`PublishFlow.vouch` asks where its records landed
+(:class:`~hyperdata_sidecar.core.topic_check.Landings`): a record delivered below where its topic
+stood landed in another incarnation of the topic (deleted and created again under the producer).
+:meth:`PublishFlow.check_suspected` then checks the topic at once: with the contract's count the
+records are in the topic as it is now and stay; otherwise every record of that topic in the cycle
+is sent again, once the topic has the contract's count.
 """
 
 from __future__ import annotations
@@ -125,19 +134,42 @@ class PublishFlow:
     def vouch(self, window: Window) -> None:
         """Check where the settled cycles' records landed: a record of a topic delivered below where
         the topic stood in its epoch landed in another incarnation of it. Then the topic is not written
-        until it is checked again, and every record of that topic in the cycle is to be sent again."""
+        until it is checked again, and the cycle is not committed before (:meth:`check_suspected`)."""
         for cycle in window:
             if not cycle.settled():
                 continue
+            deliveries = cycle.deliveries
             for topic in self.topics:
-                epochs = cycle.deliveries.epochs(topic)
-                if epochs is None or topic in cycle.deliveries.distrusted:
+                epochs = deliveries.epochs(topic)
+                if epochs is None or topic in deliveries.distrusted or topic in deliveries.suspected:
                     continue
-                moved = self.landings.moved(topic, cycle.deliveries.first_sends(topic), epochs)
+                moved = self.landings.moved(topic, deliveries.first_sends(topic), epochs)
                 if moved is not None:
                     self.events.landed_elsewhere(moved)
                     self.publisher.suspect(topic, moved.detail())
-                    cycle.deliveries.distrust(topic, Refusal(OFFSETS_WENT_BACK, moved.detail()))
+                    deliveries.suspect(topic, Refusal(OFFSETS_WENT_BACK, moved.detail()))
+
+    async def check_suspected(self, window: Window) -> None:
+        """Check each topic whose records :meth:`vouch` found below where it stood, at once (and again
+        after a hold while the broker cannot be asked): with the contract's count, the records landed in
+        the topic as it is now (deleted and created again with it) and stay where they are; otherwise
+        (another count, missing) every record of that topic in those cycles is to be sent again."""
+        for topic in {topic: None for cycle in window for topic in cycle.deliveries.suspected}:
+            await self.publisher.refresh_metadata(topic)
+            backoff = self.backoff()
+            while (refusal := self.publisher.guard.refusal(topic)) is not None and refusal.name() == OFFSETS_WENT_BACK:
+                await self.hold(backoff, (topic,), f"{topic}: {refusal.name()} ({refusal.str()})")
+            self.release(backoff)
+            trusted = self.publisher.guard.refusal(topic) is None
+            if trusted:
+                self.landings.trusted(topic, self.publisher.guard.epoch(topic))
+            for cycle in window:
+                found = cycle.deliveries.suspected.get(topic)
+                if found is not None:
+                    if trusted:
+                        cycle.deliveries.trust(topic)
+                    else:
+                        cycle.deliveries.distrust(topic, found)
 
     def landed(self, cycle: Cycle) -> None:
         """``cycle`` was committed: where its records landed is what the next cycles' must be above."""

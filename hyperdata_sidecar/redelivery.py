@@ -10,9 +10,10 @@ records), and each is dealt with by its :class:`~hyperdata_sidecar.core.delivery
   is held and the record is sent again after a back-off, as is a dead letter that cannot be written;
 - ``fatal``: the worker stops (a restart resumes from the checkpoint).
 
-A cycle whose records of a topic were found in another incarnation of it (``PublishFlow.vouch``:
-delivered below where the topic stood) has every record of that topic sent again, delivered or
-not, after a hold (the check of the topic before the retry is what lets them go).
+A cycle whose records of a topic were found below where the topic stood (``PublishFlow.vouch``)
+has the topic checked first (``PublishFlow.check_suspected``): found with another count or missing,
+every record of that topic in the cycle is sent again, delivered or not, after a hold (the check of
+the topic before the retry is what lets them go).
 
 The file's line engine makes the records again and the dead letters that replace them (each engine
 its own), and :meth:`PublishFlow.resend` hands them to the producer. A record the client refuses
@@ -60,6 +61,7 @@ class Redelivery:
         be committed in order. Nothing is read meanwhile: the file keeps its position."""
         for cycle in window:
             await self.flow.until(cycle.settled)
+        await self.flow.check_suspected(window)
         failed: list[FailedRecord] = []
         for cycle in window:
             if cycle.failed():

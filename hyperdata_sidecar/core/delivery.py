@@ -122,9 +122,11 @@ class Deliveries:
     """The delivery reports of a set of records, one :class:`GroupAcks` per (topic, partition).
 
     It also keeps, per topic, the epochs of the topic (``core/topic_check.py``) its records were
-    handed over in (:meth:`handed`), and the topics whose records are to be sent again although
-    they were reported delivered (:meth:`distrust`: they may have landed in another incarnation of
-    the topic); those no longer count where the records landed first (:meth:`first_sends`)."""
+    handed over in (:meth:`handed`); the topics whose records were found where they could not have
+    landed in the incarnation they were handed to (:meth:`suspect`: the topic is to be checked before
+    the cycle is committed); and the topics whose records are to be sent again although they were
+    reported delivered (:meth:`distrust`: they landed in another incarnation of the topic, one with
+    another partition count or gone); those no longer count where the records landed first (:meth:`first_sends`)."""
 
     def __init__(self) -> None:
         self._groups: dict[tuple[str, int], GroupAcks] = {}
@@ -133,6 +135,8 @@ class Deliveries:
         self._distrusted_ever: set[str] = set()
         #: Topics whose records are to be sent again, with the error they are sent again for (taken by redelivery).
         self.distrusted: dict[str, Any] = {}
+        #: Topics to check before the cycle is committed, with what was found (see :meth:`suspect`).
+        self.suspected: dict[str, Any] = {}
 
     def callback(self, topic: str, partition: int) -> DeliveryCallback:
         """The ``on_delivery`` for a record of ``topic``/``partition``."""
@@ -164,9 +168,19 @@ class Deliveries:
         """The epochs of ``topic`` of the first and the last hand-over of its records; None if none was."""
         return self._epochs.get(topic)
 
+    def suspect(self, topic: str, error: Any) -> None:
+        """Records of ``topic`` landed where they could not have in the incarnation they were handed to
+        (``error`` says where): the topic is to be checked; then :meth:`trust` or :meth:`distrust`."""
+        self.suspected[topic] = error
+
+    def trust(self, topic: str) -> None:
+        """The topic checked has the contract's count: its records are where they landed."""
+        self.suspected.pop(topic, None)
+
     def distrust(self, topic: str, error: Any) -> None:
         """Every record of ``topic`` is to be sent again (with ``error`` as the reason), delivered or not;
         where they landed so far no longer counts."""
+        self.suspected.pop(topic, None)
         self.distrusted[topic] = error
         self._distrusted_ever.add(topic)
         for key in [key for key in self._widened if key[0] == topic]:

@@ -18,7 +18,9 @@ another count (and writes them there), and those a new incarnation lacks fail wi
 ``_UNKNOWN_PARTITION``; it writes the records of a topic deleted and created again under its feet
 by name, before its metadata shows any change. So a record can land in a copy before anything can
 be seen; :class:`Landings` is what finds it afterwards, from the offsets its report carries (a new
-incarnation counts its offsets from 0), so that its cycle is sent again once the topic is checked.
+incarnation counts its offsets from 0). The topic is then checked at once: with the contract's count
+the records landed in the topic as it is now (deleted and created again right), and stay; otherwise
+their cycle's records of that topic are sent again once the topic is checked.
 """
 
 from __future__ import annotations
@@ -191,14 +193,16 @@ class Landings:
     def __init__(self, guard: TopicGuard) -> None:
         self.guard = guard
         self._high: dict[tuple[str, int], tuple[int, int]] = {}  # (topic, partition) -> (epoch, last offset)
+        self._recreated: dict[str, int] = {}  # topic -> the epoch of the check that found it created again
 
     def moved(self, topic: str, ranges: Mapping[int, tuple[int, int]], epochs: tuple[int, int]) -> Moved | None:
         """The first record of ``ranges`` (partition -> first and last offset delivered, of one cycle
         handed over from epoch ``epochs[0]`` to ``epochs[1]``) that landed where it could not have in
         the incarnation it was handed to; None when every one landed where it could."""
         first_epoch, last_epoch = epochs
+        before_recreation = last_epoch < self._recreated.get(topic, 0)
         for partition, (first, last) in sorted(ranges.items()):
-            floor = self.guard.floor(topic, partition, last_epoch)
+            floor = None if before_recreation else self.guard.floor(topic, partition, last_epoch)
             if first_epoch != last_epoch:
                 # Handed over across a check that made the topic writable again: the first records may
                 # have gone to the incarnation before it; the last ones went to this one.
@@ -219,3 +223,11 @@ class Landings:
         """A cycle whose records of ``topic`` were handed over up to ``epoch`` was committed."""
         for partition, (_first, last) in ranges.items():
             self._high[(topic, partition)] = (epoch, last)
+
+    def trusted(self, topic: str, epoch: int) -> None:
+        """Records of ``topic`` found below where it stood were found, when the topic was checked in
+        ``epoch``, to be in the topic as it is now (deleted and created again with the contract's count):
+        what it stood at before no longer counts, for the cycles handed over before that check either."""
+        for key in [key for key in self._high if key[0] == topic]:
+            del self._high[key]
+        self._recreated[topic] = epoch

@@ -153,3 +153,18 @@ def test_without_a_floor_or_a_commit_only_the_order_within_the_cycle_is_known():
     landings = Landings(TopicGuard({T: 6}))
     assert landings.moved(T, {0: (0, 3)}, (0, 0)) is None
     assert landings.moved(T, {0: (3, 0)}, (0, 0)) is not None
+
+
+def test_once_the_topic_is_found_created_again_right_the_earlier_offsets_no_longer_count():
+    guard = checked_guard({0: 50})
+    landings = Landings(guard)
+    landings.landed(T, {0: (50, 60)}, 1)
+    assert landings.moved(T, {0: (0, 3)}, (1, 1)) is not None
+    guard.suspect(T, "went back")
+    guard.checked(T, 6, {0: 4})  # checked: the contract's count, epoch 2
+    landings.trusted(T, 2)
+    # Cycles handed over in epoch 1 before the check are compared with the table's offsets from now on only.
+    assert landings.moved(T, {0: (0, 3)}, (1, 1)) is None
+    landings.landed(T, {0: (0, 3)}, 1)
+    assert landings.moved(T, {0: (2, 5)}, (1, 1)) == Moved(T, 0, 2, 4)
+    assert landings.moved(T, {0: (4, 9)}, (2, 2)) is None

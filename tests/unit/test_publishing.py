@@ -41,6 +41,7 @@ class FakePublisher:
         self.refusals: list[BaseException] = []
         self.sent: list[Any] = []
         self.refreshed: list[str] = []
+        self.on_refresh: Callable[[str], Any] = lambda topic: None
         self.refresh_errors: dict[str, str] = {}
         self.suspected: list[tuple[str, str]] = []
 
@@ -59,6 +60,7 @@ class FakePublisher:
 
     async def refresh_metadata(self, topic: str) -> str | None:
         self.refreshed.append(topic)
+        self.on_refresh(topic)
         return self.refresh_errors.get(topic)
 
     def suspect(self, topic: str, detail: str) -> None:
@@ -203,7 +205,7 @@ async def test_a_cycle_whose_records_landed_above_the_last_commit_is_vouched_for
     assert not second.failed() and publisher.suspected == [] and host.held_ever == []
 
 
-async def test_a_cycle_whose_records_landed_below_where_the_topic_stood_is_sent_again_and_the_topic_held(caplog):
+async def test_a_cycle_whose_records_landed_below_where_the_topic_stood_holds_the_topic_until_it_is_checked(caplog):
     flow, publisher, host = make()
     caplog.set_level(logging.INFO, logger="tests.tailer")
     window = Window()
@@ -211,17 +213,66 @@ async def test_a_cycle_whose_records_landed_below_where_the_topic_stood_is_sent_
     moved = cycle_at(window, publisher, {0: [0, 1]})  # a new incarnation counts from 0
     unsettled = cycle_at(window, publisher, {0: [2]}, settled=False)
     flow.vouch(window)
-    assert moved.failed() and not unsettled.failed()
-    error = moved.deliveries.distrusted[T]
+    assert moved.failed() and not unsettled.failed()  # not committed before the topic is checked
+    error = moved.deliveries.suspected[T]
     assert isinstance(error, Refusal) and error.name() == OFFSETS_WENT_BACK
     assert [topic for topic, _ in publisher.suspected] == [T]
     assert publisher.guard.refusal(T).name() == OFFSETS_WENT_BACK
-    assert moved.deliveries.offset_ranges(T) == {}  # the copy's offsets never reach a seal
     [record] = [r for r in caplog.records if r.getMessage() == "topic_offsets_went_back"]
     assert record.fields == {"table": TABLE, "topic": T, "partition": 0, "offset": 0, "floor": 42}  # type: ignore[attr-defined]
     assert host.metrics.registry.get_sample_value("hyperdata_sidecar_producer_errors_total", {"kind": "offsets"}) == 1
-    flow.vouch(window)  # asked again: the distrusted cycle is not reported twice
+    flow.vouch(window)  # asked again: the suspected cycle is not reported twice
     assert len(publisher.suspected) == 1
+
+
+async def test_found_with_another_count_the_cycles_records_of_that_topic_are_to_be_sent_again():
+    flow, publisher, host = make()
+    window = Window()
+    flow.landed(cycle_at(Window(), publisher, {0: [40, 41]}))
+    moved = cycle_at(window, publisher, {0: [0, 1]})
+    flow.vouch(window)
+    publisher.on_refresh = lambda topic: publisher.guard.checked(topic, 1, None)  # a copy with one partition
+    await flow.check_suspected(window)
+    assert publisher.refreshed == [T] and host.pauses == []  # checked at once
+    assert moved.deliveries.suspected == {} and moved.deliveries.distrusted[T].name() == OFFSETS_WENT_BACK
+    assert moved.deliveries.offset_ranges(T) == {}  # the copy's offsets never reach a seal
+    assert publisher.guard.refusal(T).name() == PARTITION_COUNT
+
+
+async def test_found_with_the_contracts_count_the_records_stay_where_they_landed_and_are_not_sent_again():
+    # The topic was deleted and created again right under the producer: what landed in it is in it.
+    flow, publisher, host = make()
+    window = Window()
+    flow.landed(cycle_at(Window(), publisher, {0: [40, 41]}))
+    moved = cycle_at(window, publisher, {0: [0, 1]})
+    later = cycle_at(window, publisher, {0: [2, 3]})  # handed over before the check too
+    flow.vouch(window)
+    publisher.on_refresh = lambda topic: publisher.guard.checked(topic, 6, dict.fromkeys(range(6), 5))
+    await flow.check_suspected(window)
+    assert not moved.failed() and moved.deliveries.offset_ranges(T) == {0: (0, 1)}
+    assert publisher.guard.refusal(T) is None and host.held_ever == []
+    window.commit(FileCursor.adopted("f", (None, 0, 0)), head="", data_topic=T)
+    flow.landed(moved)
+    flow.vouch(window)  # the next cycle, handed over before the check, is compared with the table's own offsets only
+    assert not later.failed()
+
+
+async def test_a_suspected_topic_the_broker_cannot_be_asked_about_is_held_until_it_can():
+    flow, publisher, host = make()
+    window = Window()
+    flow.landed(cycle_at(Window(), publisher, {0: [40]}))
+    moved = cycle_at(window, publisher, {0: [0]})
+    flow.vouch(window)
+
+    def unreachable_twice(topic: str) -> None:
+        if len(publisher.refreshed) == 3:
+            publisher.guard.checked(topic, 0, None)  # then: the topic is missing
+
+    publisher.on_refresh = unreachable_twice
+    await flow.check_suspected(window)
+    assert publisher.refreshed == [T, T, T] and host.pauses == [2.0, 4.0]
+    assert any("OFFSETS_WENT_BACK" in reason for reason in host.held_ever) and host.holds == {}
+    assert T in moved.deliveries.distrusted
 
 
 async def test_the_dlq_of_a_cycle_is_vouched_for_too_and_a_topic_with_no_hand_over_is_skipped():
@@ -231,7 +282,7 @@ async def test_the_dlq_of_a_cycle_is_vouched_for_too_and_a_topic_with_no_hand_ov
     publisher.guard.checked(DLQ, 3, {1: 7})  # epoch 2 of the DLQ, partition 1 ended at 7
     cycle = cycle_at(window, publisher, {1: [3]}, topic=DLQ)
     flow.vouch(window)
-    assert list(cycle.deliveries.distrusted) == [DLQ]
+    assert list(cycle.deliveries.suspected) == [DLQ]
     assert cycle.deliveries.epochs(T) is None
 
 

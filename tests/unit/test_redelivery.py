@@ -370,3 +370,24 @@ async def test_a_dlq_with_another_count_holds_the_table_too(tmp_path: Path):
     assert host.held_ever[0].startswith(f"{DLQ}: PARTITION_COUNT (1 partition(s), the contract says 3")
     assert len(lines_of(broker)) == 10 and len(lines_of(broker, DLQ)) == 1
     assert host.holds == {}
+
+
+@pytest.mark.usefixtures("line_engine")
+async def test_records_landing_in_a_topic_created_again_with_the_contracts_count_stay_and_are_not_sent_twice(tmp_path: Path):
+    """The topic is deleted and created again with its 6 partitions under the producer: its next
+    records land in it from offset 0, below where the topic stood. The table checks the topic at once,
+    finds the contract's count, and leaves them there: every line once, nothing sent again."""
+    watch = tmp_path / "watch"
+    append(hour_path(watch, 13), b"".join(line(n) + b"\n" for n in range(40)))
+    host, broker = OperatorHost(), FakeBroker(PARTITIONS)
+    tailer = new_tailer(watch, host, broker)
+    await tailer.tick()
+    broker.recreate(TOPIC, 6)
+    append(hour_path(watch, 13), b"".join(line(n) + b"\n" for n in range(40, 100)))
+    await tailer.tick()
+    await tailer.tick()
+    assert broker.suspected and broker.suspected[0][0] == TOPIC  # found from the offsets
+    assert sorted(lines_of(broker)) == sorted(line(n) for n in range(40, 100)) and in_order(broker)
+    assert host.metrics.registry.get_sample_value("hyperdata_sidecar_producer_retries_total") in (None, 0.0)
+    assert host.holds == {} and host.pauses == []
+    assert broker.guard.refusal(TOPIC) is None and broker.guard.epoch(TOPIC) == 2
