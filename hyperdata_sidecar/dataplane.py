@@ -13,6 +13,18 @@ delivery (:meth:`DataPlane.resend`), and one low-rate record that the seal and s
 publish once (:meth:`DataPlane.send`, through ``agents/publish_once.py``). ``tests/unit/test_architecture.py``
 fails if ``produce`` is reached anywhere else.
 
+The door writes a topic only while its partition count is the contract's
+(:class:`~hyperdata_sidecar.core.topic_check.TopicGuard`): the records are partitioned over the
+contract's count, and a topic with another count (a deleted topic given back by a broker's
+auto-create with one partition) would break the per-coin partitioning and lose what the operator
+deletes with the copy. It checks each topic against the broker at :meth:`DataPlane.connect` and
+again (:meth:`DataPlane.refresh_metadata`) before a held table sends anything again; it follows
+the producer's own view of the topics (librdkafka's statistics, every second); and every way in
+refuses a topic that may not be written (:class:`TopicNotWritable`, a hold for the table): a line
+engine's hand-over (:class:`CheckedLines`), a resend, a seal or snapshot record. Its clients never
+create a topic (``allow.auto.create.topics=false``: librdkafka's producer would, by default, and a
+topic deleted under it came back with the broker's default count).
+
 librdkafka batches, compresses and sends in its own threads. With ``enable.idempotence`` and
 ``message.timeout.ms=0`` it keeps every record until the broker has it, retrying and reconnecting by
 itself, in order and without duplicates; so the sidecar never re-sends or replaces anything because
@@ -36,14 +48,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from hyperdata_sidecar.broker_login import librdkafka_refusal
 from hyperdata_sidecar.config import Settings
+from hyperdata_sidecar.core.delivery import Deliveries
 from hyperdata_sidecar.core.partitioner import partition_for
-from hyperdata_sidecar.core.records import Record
-from hyperdata_sidecar.engines import Engine, FileLines, LineEngine, Producer
+from hyperdata_sidecar.core.records import Record, Topics
+from hyperdata_sidecar.core.splitter import Line, OversizeLine
+from hyperdata_sidecar.core.topic_check import Change, TopicGuard, TopicRefused
+from hyperdata_sidecar.core.window import Cycle, WriterState
+from hyperdata_sidecar.digest import ReadChunk
+from hyperdata_sidecar.engines import Engine, FileLines, Handover, LineEngine, Producer
 from hyperdata_sidecar.logs import EventLog, RepeatFilter
 from hyperdata_sidecar.topics import load_contract, producer_max_request_size
 
@@ -56,10 +73,19 @@ BATCH_FRAMING_BYTES = 512  # a record batch's own bytes on top of its records, w
 #: Connection errors that say the broker is unreachable (counted as kind "transport", logged at most
 #: once per minute each). A refused login (``_AUTHENTICATION``) is not one: it is kind "login_refused".
 TRANSPORT_ERRORS = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL"})
+#: What the broker answers for a moment about a topic just created: its leaders are not known yet.
+LEADERS_SETTLING = frozenset({"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE"})
+LEADERS_SETTLE_S = 5.0
 
 
 class DataPlaneError(Exception):
     """The data plane cannot be set up (broker unreachable, topic missing): retry later."""
+
+
+class TopicNotWritable(TopicRefused, KafkaException):
+    """The door refuses a record of a topic that may not be written now (its partition count is not
+    the contract's, it is missing, or records were found in another incarnation of it): ``args[0]``
+    is the refusal (``name()``, ``str()``), judged as a hold; a ``KafkaException`` for the agents."""
 
 
 class DataPlane:
@@ -92,7 +118,10 @@ class DataPlane:
         self._on_error = on_error
         self._on_fatal = on_fatal
         self._producer: Producer | None = None  # made by the engine at connect
-        self.partitions: Mapping[str, int] = {}
+        contract = {spec.name: spec.partitions for spec in load_contract(settings.topic_names())}
+        #: The contract's partition counts: what every record is partitioned over.
+        self.partitions: Mapping[str, int] = contract
+        self.guard = TopicGuard(contract)
         self.max_message_bytes: dict[str, int] = {}
         self.batch_bytes = settings.producer_batch_bytes
         self.connected = False
@@ -106,12 +135,15 @@ class DataPlane:
     # ------------------------------------------------------------------ setup
 
     async def connect(self, topics: list[str]) -> None:
-        """Learn the partition counts and ``max.message.bytes`` of ``topics``, then create the producer.
+        """Check ``topics`` against the contract (their partition counts; a topic with another count
+        is logged and may not be written), learn their ``max.message.bytes``, then create the producer.
 
         Raises :class:`DataPlaneError` when the broker cannot be reached or a topic is missing.
         """
-        partitions, limits = await asyncio.to_thread(self._describe, topics)
-        self.partitions, self.max_message_bytes = partitions, limits
+        partitions, limits, floors = await asyncio.to_thread(self._describe, topics)
+        for topic, count in partitions.items():
+            self._note(self.guard.checked(topic, count, floors.get(topic)))
+        self.max_message_bytes = limits
         # A batch larger than a topic's max.message.bytes is refused whole, innocent records and
         # all: keep batches below the smallest limit, so only a record too large by itself fails.
         self.batch_bytes = max(1, min(self.settings.producer_batch_bytes, *(v - BATCH_FRAMING_BYTES for v in limits.values())))
@@ -127,9 +159,10 @@ class DataPlane:
         self._producer = self.engine.producer(self._config())
         self._set_connected(True)
 
-    def _describe(self, topics: list[str]) -> tuple[dict[str, int], dict[str, int]]:
-        """Blocking: partition counts and effective ``max.message.bytes`` of ``topics``."""
-        admin = AdminClient(self._client_config())
+    def _describe(self, topics: list[str]) -> tuple[dict[str, int], dict[str, int], dict[str, dict[int, int]]]:
+        """Blocking: partition counts, effective ``max.message.bytes`` and, of each topic with the
+        contract's count, its partitions' end offsets."""
+        admin = self._admin()
         try:
             metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
         except KafkaException as exc:
@@ -149,10 +182,63 @@ class DataPlane:
                 limits[resource.name] = int(entry.value) if entry is not None and entry.value else 1048588
         except KafkaException as exc:
             raise DataPlaneError(f"topic configs: {exc.args[0].str() if exc.args else exc}") from exc
-        return partitions, limits
+        floors = {
+            topic: self._end_offsets(admin, topic, count)
+            for topic, count in partitions.items()
+            if count == self.guard.contract(topic)
+        }
+        return partitions, limits, floors
+
+    def _end_offsets(self, admin: AdminClient, topic: str, count: int) -> dict[int, int]:
+        """Blocking: the end offset of each of ``topic``'s ``count`` partitions (asked again for a few
+        seconds while the leaders of a topic just created settle)."""
+        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(count)}
+        deadline = time.monotonic() + LEADERS_SETTLE_S
+        while True:
+            try:
+                return {
+                    tp.partition: future.result(timeout=METADATA_TIMEOUT_S).offset
+                    for tp, future in admin.list_offsets(request, request_timeout=METADATA_TIMEOUT_S).items()
+                }
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                name = error.name() if isinstance(error, KafkaError) else ""
+                if name not in LEADERS_SETTLING or time.monotonic() > deadline:
+                    raise DataPlaneError(
+                        f"topic {topic} end offsets: {error.str() if isinstance(error, KafkaError) else exc}"
+                    ) from exc
+            time.sleep(0.2)
+
+    def _look(self, topic: str) -> tuple[int, dict[int, int] | None]:
+        """Blocking: the broker's partition count of ``topic`` (0: missing) and, when it is the
+        contract's and the topic may not be written now, its end offsets (to check it again)."""
+        admin = self._admin()
+        try:
+            described = admin.describe_topics(TopicCollection([topic]), request_timeout=METADATA_TIMEOUT_S)[topic]
+            count = len(described.result(timeout=METADATA_TIMEOUT_S).partitions)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return 0, None
+            raise DataPlaneError(f"topic {topic}: {error.str() if isinstance(error, KafkaError) else exc}") from exc
+        if count != self.guard.contract(topic) or self.guard.refusal(topic) is None:
+            return count, None
+        return count, self._end_offsets(admin, topic, count)
+
+    def _admin(self) -> AdminClient:
+        """A client for one look at the topics, gone with it (an idle one would keep reconnecting, and
+        logging, through a broker outage); its librdkafka lines go to the data plane's logger."""
+        config: dict[str, Any] = {**self._client_config(), "logger": logging.getLogger(LIBRDKAFKA_LOGGER), "log_level": 4}
+        return AdminClient(config)
 
     def _client_config(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.settings.kafka_bootstrap, **self.settings.security.librdkafka_config()}
+        return {
+            "bootstrap.servers": self.settings.kafka_bootstrap,
+            # Never create a topic: librdkafka's producer asks the broker to (its default, unlike a
+            # consumer's), and a topic deleted under the worker came back with the broker's count.
+            "allow.auto.create.topics": False,
+            **self.settings.security.librdkafka_config(),
+        }
 
     def _config(self) -> dict[str, Any]:
         return {
@@ -181,16 +267,18 @@ class DataPlane:
     # ------------------------------------------------------------------ the ways to the producer
 
     def lines(self, file: FileLines) -> LineEngine:
-        """The engine's line engine of ``file``, handing its records to the producer (the hot path).
-        Raises :class:`DataPlaneError` before :meth:`connect`."""
-        return self.engine.lines(self._connected_producer(), file)
+        """The engine's line engine of ``file``, handing its records to the producer (the hot path)
+        while its topics may be written. Raises :class:`DataPlaneError` before :meth:`connect`."""
+        return CheckedLines(self.engine.lines(self._connected_producer(), file), self.guard, file.topics)
 
     def resend(self, record: Record, on_delivery: Callable[[Any, Any], None]) -> None:
         """Queue ``record`` again (after a failed delivery); raises ``BufferError`` while the queue is
-        full, else the client's refusal."""
-        self._connected_producer().produce(
-            record.topic, record.value, record.key, record.partition, on_delivery, None, 0, record.headers
-        )
+        full, :class:`TopicNotWritable` while its topic may not be written, else the client's refusal."""
+        producer = self._connected_producer()
+        refusal = self.guard.refusal(record.topic)
+        if refusal is not None:
+            raise TopicNotWritable(record.topic, refusal)
+        producer.produce(record.topic, record.value, record.key, record.partition, on_delivery, None, 0, record.headers)
 
     def _connected_producer(self) -> Producer:
         if self._producer is None:
@@ -200,11 +288,45 @@ class DataPlane:
     async def refresh_metadata(self, topic: str) -> str | None:
         """Ask the broker for ``topic``'s metadata now, so the producer learns its partitions before
         the next retry instead of at librdkafka's periodic refresh (``topic.metadata.refresh.interval.ms``,
-        5 minutes): a topic deleted and created again is written as soon as it exists. The error, or None."""
+        5 minutes), then check it against the contract: a topic deleted and created again with the
+        contract's count is written as soon as it exists, one with another count is not. The error, or None."""
         producer = self._producer
         if producer is None:
             return "the data plane is not connected"
-        return await asyncio.to_thread(producer.refresh_metadata, topic, METADATA_TIMEOUT_S)
+        error = await asyncio.to_thread(producer.refresh_metadata, topic, METADATA_TIMEOUT_S)
+        if topic not in self.partitions:
+            return error
+        try:
+            count, floors = await asyncio.to_thread(self._look, topic)
+        except DataPlaneError as exc:
+            return error or str(exc)
+        self._note(self.guard.checked(topic, count, floors))
+        return error
+
+    def suspect(self, topic: str, detail: str) -> None:
+        """A table found records of ``topic`` delivered below where the topic stood (another
+        incarnation of it): it is not written until it is checked again."""
+        self._note(self.guard.suspect(topic, detail))
+
+    def _note(self, change: Change | None) -> None:
+        """Log (and count) what a look at a topic changed."""
+        if change is None:
+            return
+        if change.writable:
+            self.log.info("topic_checked", topic=change.topic, partitions=change.partitions, epoch=change.epoch)
+        elif change.seen_by == "offsets":
+            return  # the table that found it logs it (topic_offsets_went_back)
+        elif change.partitions == 0:
+            self.log.warning("topic_missing", topic=change.topic, contract=change.contract, seen_by=change.seen_by)
+        else:
+            self._on_error("partitions")
+            self.log.error(
+                "topic_partitions_mismatch",
+                topic=change.topic,
+                partitions=change.partitions,
+                contract=change.contract,
+                seen_by=change.seen_by,
+            )
 
     def outstanding(self) -> int:
         """Records queued or in flight, plus reports not yet served."""
@@ -261,6 +383,11 @@ class DataPlane:
         # Explicit partitions only: librdkafka's idempotent producer must not mix them with its own
         # partitioner, and murmur2 is what Java clients would pick for the same key.
         partition = partition_for(key, self.partitions[topic])
+        if self.guard.refusal(topic) is not None:
+            await self.refresh_metadata(topic)  # the caller's back-off paces these
+            refusal = self.guard.refusal(topic)
+            if refusal is not None:
+                raise TopicNotWritable(topic, refusal)
 
         def delivered(error: KafkaError | None, _message: Any) -> None:
             if done.done():
@@ -317,8 +444,12 @@ class DataPlane:
             self.log.limited(logging.WARNING, "producer_error", name, 60.0, error=name, detail=error.str())
 
     def _stats(self, stats: str) -> None:
-        brokers = orjson.loads(stats).get("brokers", {})
+        parsed = orjson.loads(stats)
+        brokers = parsed.get("brokers", {})
         self._set_connected(any(b.get("state") == "UP" for b in brokers.values()))
+        for topic, count in producer_partition_counts(parsed).items():
+            if topic in self.partitions:
+                self._note(self.guard.producer_saw(topic, count))
 
     def _set_connected(self, connected: bool) -> None:
         if connected != self.connected:
@@ -340,6 +471,80 @@ class DataPlane:
             self._producer.purge()
             self._producer.poll(0)  # serves the purged records' reports, on this thread
         return left
+
+
+def producer_partition_counts(stats: Mapping[str, Any]) -> dict[str, int]:
+    """Each topic's partition count as the producer knows it, from librdkafka's statistics
+    (STATISTICS.md: ``topics.<name>.partitions`` lists the known partitions, the desired ones it
+    does not know with ``unknown``, and the unassigned ``-1``; 0 when it finds the topic missing).
+    A topic it has no metadata for yet (``metadata_age`` 0) is left out."""
+    counts = {}
+    for name, topic in stats.get("topics", {}).items():
+        if not topic.get("metadata_age"):
+            continue
+        partitions = topic.get("partitions", {}).values()
+        counts[name] = sum(1 for p in partitions if p.get("partition", -1) >= 0 and not p.get("unknown"))
+    return counts
+
+
+class CheckedLines:
+    """A file's line engine behind the door: its hand-overs hand nothing while the file's data
+    topic or the DLQ may not be written (the refusal is :class:`TopicNotWritable`: the table holds),
+    and note the topics' epochs in the cycle's deliveries (what :class:`~hyperdata_sidecar.core.topic_check.Landings`
+    compares). Everything else is the engine's."""
+
+    def __init__(self, engine: LineEngine, guard: TopicGuard, topics: Topics) -> None:
+        self.engine = engine
+        self.guard = guard
+        self.topics = (topics.data, topics.dlq)
+
+    @property
+    def held_bytes(self) -> int:
+        return self.engine.held_bytes
+
+    def state(self) -> WriterState:
+        return self.engine.state()
+
+    def deliveries(self) -> Deliveries:
+        return self.engine.deliveries()
+
+    def handover(self, chunk: ReadChunk, cycle: Cycle) -> Handover:
+        return CheckedHandover(self.engine.handover(chunk, cycle), self.guard, self.topics, cycle.deliveries)
+
+    def flush_partial(self) -> Line | OversizeLine | None:
+        return self.engine.flush_partial()
+
+    def unterminated(self, item: Line | OversizeLine, cycle: Cycle) -> Handover:
+        return CheckedHandover(self.engine.unterminated(item, cycle), self.guard, self.topics, cycle.deliveries)
+
+    def rebuild(self, cycle: Cycle, data: bytes) -> Mapping[tuple[str, int], list[Record]]:
+        return self.engine.rebuild(cycle, data)
+
+    def rejection(self, record: Record, error: str, detail: str) -> Record:
+        return self.engine.rejection(record, error, detail)
+
+
+class CheckedHandover:
+    """One hand-over behind the door: each step first checks the topics."""
+
+    def __init__(self, handover: Handover, guard: TopicGuard, topics: tuple[str, ...], deliveries: Deliveries) -> None:
+        self.handover = handover
+        self.guard = guard
+        self.topics = topics
+        self.deliveries = deliveries
+        self.refusal: BaseException | None = None
+
+    async def step(self) -> bool:
+        for topic in self.topics:
+            refusal = self.guard.refusal(topic)
+            if refusal is not None:
+                self.refusal = TopicNotWritable(topic, refusal)
+                return False
+        for topic in self.topics:
+            self.deliveries.handed(topic, self.guard.epoch(topic))
+        done = await self.handover.step()
+        self.refusal = self.handover.refusal
+        return done
 
 
 def _librdkafka_facility(record: logging.LogRecord) -> str:

@@ -66,8 +66,10 @@ REWRITE_REASONS = ("truncated", "replaced")
 #: What a producer error was: a table holding on a topic it cannot write, a seal or a snapshot event
 #: that failed, the broker unreachable (librdkafka's transport errors), the broker refusing the
 #: worker's login (the data plane's producer, or the worker's own connection attempts at start),
-#: another error librdkafka reported, or a fatal one. The librdkafka error's own name is in the log line, not in a label.
-PRODUCER_ERROR_KINDS = ("hold", "seal", "snapshot", "transport", "login_refused", "client", "fatal")
+#: another error librdkafka reported, or a fatal one; a topic found with another partition count than
+#: the contract's (``partitions``), a table's records found delivered below where their topic stood
+#: (``offsets``: another incarnation of the topic). The librdkafka error's own name is in the log line, not in a label.
+PRODUCER_ERROR_KINDS = ("hold", "seal", "snapshot", "transport", "login_refused", "client", "fatal", "partitions", "offsets")
 
 POLL_CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # From a running digest (milliseconds) to a full re-hash of a 50 GB file after a restart (minutes).

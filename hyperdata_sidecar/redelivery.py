@@ -10,6 +10,11 @@ records), and each is dealt with by its :class:`~hyperdata_sidecar.core.delivery
   is held and the record is sent again after a back-off, as is a dead letter that cannot be written;
 - ``fatal``: the worker stops (a restart resumes from the checkpoint).
 
+A cycle whose records of a topic were found below where the topic stood (``PublishFlow.vouch``)
+has the topic checked first (``PublishFlow.check_suspected``): found with another count or missing,
+every record of that topic in the cycle is sent again, delivered or not, after a hold (the check of
+the topic before the retry is what lets them go).
+
 The file's line engine makes the records again and the dead letters that replace them (each engine
 its own), and :meth:`PublishFlow.resend` hands them to the producer. A record the client refuses
 when it is sent again (e.g. ``_UNKNOWN_PARTITION`` while the topic has fewer partitions than the
@@ -56,14 +61,11 @@ class Redelivery:
         be committed in order. Nothing is read meanwhile: the file keeps its position."""
         for cycle in window:
             await self.flow.until(cycle.settled)
+        await self.flow.check_suspected(window)
         failed: list[FailedRecord] = []
         for cycle in window:
             if cycle.failed():
-                records = await self._rebuild(cycle, tail)
-                failed += [
-                    FailedRecord(cycle, records[(f.topic, f.partition)][f.position], f.error, False)
-                    for f in cycle.deliveries.failures()
-                ]
+                failed += self._failed(cycle, await self._rebuild(cycle, tail))
             cycle.resolved = True
         backoff = self.flow.backoff()
         while failed:
@@ -76,6 +78,29 @@ class Redelivery:
                 await self.flow.hold(backoff, tuple({item.record.topic: None for item in resend}), reason, records=len(resend))
             failed = await self._send(failed, window, tail)
         self.flow.release(backoff)
+
+    @staticmethod
+    def _failed(cycle: Cycle, records: Mapping[tuple[str, int], list[Record]]) -> list[FailedRecord]:
+        """The records of ``cycle`` to deal with: its failed ones (unless dealt with before) and every
+        record of a topic distrusted since (but a record already replaced by its dead letter)."""
+        distrusted = cycle.deliveries.take_distrusted()
+        failures = cycle.deliveries.failures()
+        items = [
+            FailedRecord(cycle, records[(f.topic, f.partition)][f.position], f.error, False)
+            for f in failures
+            if not cycle.resolved and f.topic not in distrusted
+        ]
+        replaced = {
+            (f.topic, f.partition, f.position) for f in failures if cycle.resolved and verdict(f.error) is Verdict.REJECTED
+        }
+        for (topic, partition), group in records.items():
+            if topic in distrusted:
+                items += [
+                    FailedRecord(cycle, record, distrusted[topic], False)
+                    for position, record in enumerate(group)
+                    if (topic, partition, position) not in replaced
+                ]
+        return items
 
     async def _send(self, failed: list[FailedRecord], window: Window, tail: FileTail) -> list[FailedRecord]:
         """Send each failed record again (or its dead letter); the ones that failed again."""

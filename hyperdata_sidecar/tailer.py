@@ -29,7 +29,7 @@ from hyperdata_sidecar.core.cursor import GROWING, CursorStage, FileCursor, mani
 from hyperdata_sidecar.core.filestep import Step, loss_on_deletion, sealed_step, tail_step
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.output_mode import other_output, other_outputs
-from hyperdata_sidecar.core.records import Topics, refusal_name
+from hyperdata_sidecar.core.records import Topics
 from hyperdata_sidecar.core.seal import SealManifest
 from hyperdata_sidecar.core.tableorder import Adoption, Role, TableOrder
 from hyperdata_sidecar.core.tables import TableSpec
@@ -128,7 +128,9 @@ class TableTailer:
             lag_warn_bytes=settings.lag_warn_bytes,
             lag_warn_s=settings.lag_warn_seconds,
         )
-        self.flow = PublishFlow(publisher, self.events, stopping=lambda: rooms.shutdown.stopping, pause=rooms.shutdown.pause)
+        self.flow = PublishFlow(
+            publisher, self.events, stopping=lambda: rooms.shutdown.stopping, pause=rooms.shutdown.pause, topics=(topic, dlq)
+        )
         self.factory = TailFactory(spec, settings, self.topics, rooms.engine, publisher)
         self.redelivery = Redelivery(self.topics, self.flow, self.events)
         self.tree = DatedTree(
@@ -352,7 +354,7 @@ class TableTailer:
             if refusal is None:
                 await self.flow.wait_for_room()
             else:
-                reason = f"{self.topics.data}: {refusal_name(refusal)} ({refusal})"
+                reason = self.flow.reason(self.topics.data, refusal)
                 await self.flow.hold(backoff, (self.topics.data, self.topics.dlq), reason)
         self.flow.release(backoff)
 
@@ -382,9 +384,11 @@ class TableTailer:
         assert self.window.path is not None
         tail = self.files[self.window.path]
         await self.flow.until(self.window.oldest().settled)
+        self.flow.vouch(self.window)
         if self.window.oldest().failed():
             await self.redelivery.resolve(self.window, tail)
         cycle, cursor = self.window.commit(tail.cursor, head=tail.reader.head, data_topic=self.topics.data)
+        self.flow.landed(cycle)
         tail.cursor = cursor
         if cycle.tally.lines and cursor.last_block is not None:
             self.published_block = max(cursor.last_block, self.published_block or cursor.last_block)

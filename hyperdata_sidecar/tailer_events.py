@@ -17,6 +17,7 @@ from hyperdata_sidecar.core.lineinfo import block_time_of
 from hyperdata_sidecar.core.output_mode import STREAMING_FLAG, OtherOutput
 from hyperdata_sidecar.core.records import Record, Regression, Tally
 from hyperdata_sidecar.core.times import epoch_of, hour_start_epoch
+from hyperdata_sidecar.core.topic_check import Moved
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 
@@ -212,6 +213,19 @@ class TailerEvents:
 
     def metadata_refresh_failed(self, topic: str, error: str) -> None:
         self.log.limited(logging.WARNING, "topic_metadata_refresh_failed", topic, 60.0, topic=topic, error=error)
+
+    def landed_elsewhere(self, moved: Moved) -> None:
+        """A record of the table was delivered below where its topic stood: it landed in another
+        incarnation of the topic; the cycle's records of that topic are sent again."""
+        self.metrics.producer_error("offsets")
+        self.log.warning(
+            "topic_offsets_went_back",
+            table=self.table,
+            topic=moved.topic,
+            partition=moved.partition,
+            offset=moved.offset,
+            floor=moved.floor,
+        )
 
     def records_resent(self, count: int) -> None:
         self.metrics.producer_retry(count)

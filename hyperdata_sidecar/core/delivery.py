@@ -119,11 +119,24 @@ class GroupAcks:
 
 
 class Deliveries:
-    """The delivery reports of a set of records, one :class:`GroupAcks` per (topic, partition)."""
+    """The delivery reports of a set of records, one :class:`GroupAcks` per (topic, partition).
+
+    It also keeps, per topic, the epochs of the topic (``core/topic_check.py``) its records were
+    handed over in (:meth:`handed`); the topics whose records were found where they could not have
+    landed in the incarnation they were handed to (:meth:`suspect`: the topic is to be checked before
+    the cycle is committed); and the topics whose records are to be sent again although they were
+    reported delivered (:meth:`distrust`: they landed in another incarnation of the topic, one with
+    another partition count or gone); those no longer count where the records landed first (:meth:`first_sends`)."""
 
     def __init__(self) -> None:
         self._groups: dict[tuple[str, int], GroupAcks] = {}
         self._widened: dict[tuple[str, int], tuple[int, int]] = {}
+        self._epochs: dict[str, tuple[int, int]] = {}
+        self._distrusted_ever: set[str] = set()
+        #: Topics whose records are to be sent again, with the error they are sent again for (taken by redelivery).
+        self.distrusted: dict[str, Any] = {}
+        #: Topics to check before the cycle is committed, with what was found (see :meth:`suspect`).
+        self.suspected: dict[str, Any] = {}
 
     def callback(self, topic: str, partition: int) -> DeliveryCallback:
         """The ``on_delivery`` for a record of ``topic``/``partition``."""
@@ -146,6 +159,43 @@ class Deliveries:
         """Every failed record reported so far, by group, in each group's order."""
         return [failure for group in self._groups.values() for failure in group.failures]
 
+    def handed(self, topic: str, epoch: int) -> None:
+        """Records of ``topic`` are being handed over in the topic's ``epoch``."""
+        first, _ = self._epochs.get(topic, (epoch, epoch))
+        self._epochs[topic] = (first, epoch)
+
+    def epochs(self, topic: str) -> tuple[int, int] | None:
+        """The epochs of ``topic`` of the first and the last hand-over of its records; None if none was."""
+        return self._epochs.get(topic)
+
+    def suspect(self, topic: str, error: Any) -> None:
+        """Records of ``topic`` landed where they could not have in the incarnation they were handed to
+        (``error`` says where): the topic is to be checked; then :meth:`trust` or :meth:`distrust`."""
+        self.suspected[topic] = error
+
+    def trust(self, topic: str) -> None:
+        """The topic checked has the contract's count: its records are where they landed."""
+        self.suspected.pop(topic, None)
+
+    def distrust(self, topic: str, error: Any) -> None:
+        """Every record of ``topic`` is to be sent again (with ``error`` as the reason), delivered or not;
+        where they landed so far no longer counts."""
+        self.suspected.pop(topic, None)
+        self.distrusted[topic] = error
+        self._distrusted_ever.add(topic)
+        for key in [key for key in self._widened if key[0] == topic]:
+            del self._widened[key]
+
+    def take_distrusted(self) -> dict[str, Any]:
+        """The topics to send again (see :meth:`distrust`), now being dealt with."""
+        taken, self.distrusted = self.distrusted, {}
+        return taken
+
+    def first_sends(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Per partition of ``topic``: the first and last offset its records landed at when first sent
+        (nothing once the topic was distrusted)."""
+        return {} if topic in self._distrusted_ever else self._delivered_ranges(topic)
+
     def widen(self, topic: str, partition: int, offset: int) -> None:
         """A record of this set that failed was delivered later (sent again) at ``offset``."""
         low, high = self._widened.get((topic, partition), (offset, offset))
@@ -153,7 +203,7 @@ class Deliveries:
 
     def offset_ranges(self, topic: str) -> dict[int, tuple[int, int]]:
         """Per partition of ``topic``: the lowest and highest offset of the records delivered there."""
-        ranges = self._delivered_ranges(topic)
+        ranges = self.first_sends(topic)
         for (group_topic, partition), (low, high) in self._widened.items():
             if group_topic == topic:
                 known = ranges.get(partition, (low, high))

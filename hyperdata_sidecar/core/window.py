@@ -64,7 +64,10 @@ class Cycle:
         return self.cursor is not None
 
     def failed(self) -> bool:
-        return not self.resolved and bool(self.deliveries.failures())
+        """Failed records not yet dealt with, or records to send again or a topic to check first (a
+        topic distrusted or suspected)."""
+        deliveries = self.deliveries
+        return (not self.resolved and bool(deliveries.failures())) or bool(deliveries.distrusted) or bool(deliveries.suspected)
 
     def settled(self) -> bool:
         return self.written and self.deliveries.reported() == self.tally.produced

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka import TopicPartition as ConfluentPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.devkafka import LocalKafka, free_low_port
@@ -80,6 +80,7 @@ WINDOW_CYCLES = 4
 BUDGETS_PER_CRASH = WINDOW_CYCLES + 2
 DEFAULT_BUDGET = 4 * 1024 * 1024  # READ_BUDGET_BYTES default
 MiB = 1024 * 1024
+METADATA_PROPAGATION_S = 30.0  # librdkafka's topic.metadata.propagation.max.ms default
 
 
 def unpersisted_lines(budget: int, crashes: int = 1) -> int:
@@ -379,28 +380,195 @@ async def topic_deleted(
     ctx: DrillContext,
     *,
     auto_create: bool = True,
+    at_once: bool = False,
     hours: int = 2,
     lines_per_hour: int = 6000,
     replay_s: float = 60.0,
     bound_s: float = 10.0,
 ) -> DrillResult:
-    """Delete the order-statuses topic while its next hour file is being appended and lines are in
-    flight, then create it again with the contract's partitions (with the broker's auto-create on,
-    it first comes back by itself with one partition and is deleted once more). The worker never
-    exits; /readyz names the topic within ``bound_s``; every line not acknowledged before the
-    deletion is in the new topic within ``bound_s`` of its creation, in file order per partition,
-    and no line id twice.
+    """Delete the order-statuses topic while the sidecar publishes, then create it again with the
+    contract's partitions. With the broker's auto-create on (15) it comes back first with the
+    broker's one partition (:func:`topic_copied`); with it off (15b) it stays away until then. In
+    15c a copy with one partition replaces it at once, faster than the producer can notice."""
+    if auto_create or at_once:
+        return await topic_copied(
+            ctx, at_once=at_once, hours=hours, lines_per_hour=lines_per_hour, replay_s=replay_s, bound_s=bound_s
+        )
+    return await topic_deleted_in_flight(ctx, hours=hours, lines_per_hour=lines_per_hour, replay_s=replay_s, bound_s=bound_s)
+
+
+async def topic_copied(
+    ctx: DrillContext,
+    *,
+    at_once: bool = False,
+    hours: int = 2,
+    lines_per_hour: int = 6000,
+    replay_s: float = 60.0,
+    bound_s: float = 10.0,
+) -> DrillResult:
+    """Auto-create on (Kafka's default). The first hour is replayed and published; the order-statuses
+    topic is deleted; the next hour is appended, so the worker hands its lines to a producer whose
+    metadata still shows the deleted topic. Once ``/readyz`` names the topic, a new user's client
+    asks for it (a metadata request with auto-create allowed, as librdkafka's producers do by
+    default) and the broker gives it back with its default of one partition; after ``bound_s / 2``
+    that copy is deleted and the topic created with the contract's partitions.
+
+    The worker never exits and never creates the topic itself; ``/readyz`` names the topic within
+    ``bound_s`` of the hour's first lines, and the copy with both counts within ``bound_s`` of its
+    creation; nothing is written into the copy; every line of the hour written before the re-creation
+    is in the new topic within ``bound_s`` of it; at the end every line of the hour, acknowledged or
+    not at any time, is in the topic as it stands, once, in file order per partition, and nothing else is.
+
+    ``at_once`` (15c): the topic is deleted and a copy with one partition created in its place between
+    the hours, so the producer's metadata still shows the deleted topic when the hour begins and its
+    records for partition 0 go into the copy by name before anything can be seen (what the check
+    cannot prevent). The table must find them (``topic_offsets_went_back``: their offsets are below
+    where the topic stood) and send them again into the topic created with the contract's partitions.
+    """
+    if at_once:
+        result = DrillResult(15, "data topic replaced at once by a copy with one partition", variant="c")
+    else:
+        result = DrillResult(15, "data topic deleted in flight, auto-create on")
+    summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour)
+    first_hours, the_hour = _split_last_hour(Path(summary.root), ctx.root / "corpus-before", ctx.root / "corpus-hour")
+    rates = pace(summary, replay_s)
+    sidecar = ctx.sidecar()
+    topic = default_topics(sidecar.env)[ORDERS]
+    worker = sidecar.start()
+    writing = None
+    try:
+        await wait_for(worker, lambda: sidecar.events("startup"), "startup")
+        started = time.monotonic()
+        await replay(first_hours, sidecar.watch, chunk_bytes=16 * 1024, cadence_s=0.1, lines_per_s=rates, progress=False, seed=15)
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "the hours before published", WAIT_S)
+        # librdkafka takes a topic it has known for less than topic.metadata.propagation.max.ms (30 s)
+        # for one still being created and keeps its records (rdkafka_topic.c, rd_kafka_topic_set_notexists).
+        await asyncio.sleep(max(0.0, METADATA_PROPAGATION_S + 2.0 - (time.monotonic() - started)))
+        named: float | None = None
+        if at_once:
+            partitions = await asyncio.to_thread(_replace_by_copy, ctx.bootstrap, topic, 1)
+            copy_at = time.monotonic()
+            result.note(f"the topic was deleted and created again with {partitions} partition(s) at once")
+        else:
+            await _delete_topic(ctx.bootstrap, topic)
+        writing = asyncio.ensure_future(
+            replay(the_hour, sidecar.watch, chunk_bytes=16 * 1024, cadence_s=0.1, lines_per_s=rates, progress=False, seed=16)
+        )
+        if not at_once:
+            named = await _seconds_until(worker, lambda: _readyz_names(worker, topic), 3 * bound_s)
+            result.check(
+                f"/readyz names {topic} within {bound_s:.0f}s of the hour's first lines",
+                named is not None and named <= bound_s,
+                f"after {named}",
+            )
+            still_gone = await asyncio.to_thread(_topic_id, ctx.bootstrap, topic) is None
+            result.check("the worker did not create the deleted topic again (its clients never auto-create)", still_gone)
+            partitions = await _auto_create(ctx.bootstrap, topic)
+            copy_at = time.monotonic()
+            result.note(f"a new user's client had the broker's auto-create give the topic back with {partitions} partition(s)")
+        both = f"PARTITION_COUNT ({partitions} partition(s), the contract says 6"
+        counted = await _seconds_until(worker, lambda: _readyz_names(worker, topic, both), 3 * bound_s)
+        if at_once:
+            named = counted  # the hour began right after the copy was made
+        result.check(
+            f"/readyz names the copy with both counts within {bound_s:.0f}s",
+            counted is not None and counted <= bound_s,
+            f"after {counted}; reasons {_readyz_reasons(worker)}",
+        )
+        logged = [e for e in sidecar.events("topic_partitions_mismatch") if e.get("topic") == topic]
+        result.check(
+            "topic_partitions_mismatch names the topic and both counts",
+            any(e.get("partitions") == partitions and e.get("contract") == 6 for e in logged),
+            str(logged[:2]),
+        )
+        await asyncio.sleep(max(0.0, bound_s / 2 - (time.monotonic() - copy_at)))
+        in_copy = await asyncio.to_thread(_read_topic, ctx.bootstrap, topic)
+        if not at_once:
+            result.check("nothing was written into the copy", not in_copy, f"{len(in_copy)} records, e.g. {in_copy[:2]}")
+        else:
+            found = [e for e in sidecar.events("topic_offsets_went_back") if e.get("topic") == topic]
+            result.check(
+                "the records written into the copy were found from their offsets (topic_offsets_went_back)",
+                not in_copy or bool(found),
+                f"{len(in_copy)} in the copy, {len(found)} found",
+            )
+            copied = {(r.source, r.offset) for r in in_copy}
+        await _delete_topic(ctx.bootstrap, topic)
+        await apply_contract(ctx.bootstrap, [spec for spec in load_contract(sidecar.env) if spec.name == topic])
+        created_at = time.monotonic()
+        hour = _hour_relpaths(the_hour, ORDERS)
+        owed = {line for line in _complete_lines(sidecar.watch, ORDERS) if line[0] in hour}
+        missing: set[tuple[str, int]] = set()
+        while time.monotonic() - created_at <= bound_s:
+            new = await asyncio.to_thread(_read_topic, ctx.bootstrap, topic)
+            missing = owed - {(r.source, r.offset) for r in new}
+            if not missing or exit_code(worker) is not None:
+                break
+            await asyncio.sleep(1.0)
+        owed_after = time.monotonic() - created_at
+        result.check(
+            f"every line of the hour written before the re-creation is in the new topic within {bound_s:.0f}s",
+            not missing,
+            f"{len(missing)} of {len(owed)} missing after {time.monotonic() - created_at:.0f}s, e.g. {sorted(missing)[:3]}",
+        )
+        await writing
+        settled = await _seconds_until(worker, lambda: caught_up(worker, sidecar.watch), WAIT_S)
+        crashed = sidecar.events("poll_crashed")
+        result.check(
+            "the worker never exits (one startup, no poll crashed) and catches up",
+            settled is not None and len(sidecar.events("startup")) == 1 and not crashed,
+            f"exit {exit_code(worker)}; poll_crashed: {str(crashed[:1])[:600]}",
+        )
+        new = await asyncio.to_thread(_read_topic, ctx.bootstrap, topic)
+        lines = {line for line in _complete_lines(sidecar.watch, ORDERS) if line[0] in hour}
+        present = {(r.source, r.offset) for r in new}
+        lost = lines - present
+        result.lost = len(lost)
+        result.check(
+            f"every line of the hour ({len(lines)}), acknowledged or not, is in the topic as it stands",
+            not lost,
+            str(sorted(lost)[:5]),
+        )
+        ids = [r.line_id for r in new]
+        result.duplicates = len(ids) - len(set(ids))
+        result.check("no line id twice in the topic", result.duplicates == 0, f"{result.duplicates} repeated")
+        others = present - lines
+        result.check("the topic holds nothing but the hour's lines", not others, f"{len(others)}, e.g. {sorted(others)[:3]}")
+        disorder = _out_of_file_order(new)
+        result.check("the topic holds each partition's lines in file order", not disorder, str(disorder[:3]))
+        if at_once:
+            result.note(
+                f"{len(in_copy)} record(s) were written into the copy (partitions {sorted({r.partition for r in in_copy})}) "
+                f"before the producer's metadata showed it; {len(copied & present)} of them are in the topic at the end"
+            )
+        result.note(
+            f"{len(lines)} lines of the hour; /readyz named the topic {named or 0:.1f}s into the hour and the copy's counts "
+            f"{counted or 0:.1f}s after its creation; every owed line was in the new topic {owed_after:.1f}s after its creation"
+        )
+        if exit_code(worker) is None:
+            await stop(worker, result)
+    finally:
+        if writing is not None:
+            writing.cancel()
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+async def topic_deleted_in_flight(
+    ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 6000, replay_s: float = 60.0, bound_s: float = 10.0
+) -> DrillResult:
+    """Auto-create off (a broker of the drill's own). Delete the order-statuses topic while its next
+    hour file is being appended and lines are in flight, then create it again with the contract's
+    partitions. The worker never exits; /readyz names the topic within ``bound_s``; every line not
+    acknowledged before the deletion is in the new topic within ``bound_s`` of its creation, in file
+    order per partition, and no line id twice.
 
     What was acknowledged before the deletion is known from a consumer that follows the topic
     through every incarnation (``TopicMirror``); a line neither it nor the new topic holds is lost.
     """
-    result = DrillResult(
-        15, f"data topic deleted in flight, auto-create {'on' if auto_create else 'off'}", variant="" if auto_create else "b"
-    )
-    broker = None
-    if not auto_create:
-        broker = await asyncio.to_thread(_broker_without_auto_create, ctx.root / "kafka")
-        ctx = DrillContext(broker.bootstrap, ctx.root, ctx.prefix, broker=broker)
+    result = DrillResult(15, "data topic deleted in flight, auto-create off", variant="b")
+    broker = await asyncio.to_thread(_broker_without_auto_create, ctx.root / "kafka")
+    ctx = DrillContext(broker.bootstrap, ctx.root, ctx.prefix, broker=broker)
     summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour)
     sidecar = ctx.sidecar()
     topic = default_topics(sidecar.env)[ORDERS]
@@ -420,11 +588,6 @@ async def topic_deleted(
             named is not None and named <= bound_s,
             f"after {named}",
         )
-        if auto_create:
-            partitions = await _wait_for_topic(ctx.bootstrap, topic)
-            result.note(f"auto-create gave the topic back with {partitions} partition(s); deleted again")
-            await asyncio.sleep(bound_s / 2)  # the worker writes its partition 0 meanwhile: the mirror keeps those
-            await _delete_topic(ctx.bootstrap, topic)
         await apply_contract(ctx.bootstrap, [spec for spec in load_contract(sidecar.env) if spec.name == topic])
         created_at, owed_marks = time.monotonic(), _complete_lines(sidecar.watch, ORDERS)
         missing: set[tuple[str, int]] = set()
@@ -463,9 +626,54 @@ async def topic_deleted(
         if writing is not None:
             writing.cancel()
         await asyncio.to_thread(worker.stop)
-        if broker is not None:
-            await asyncio.to_thread(broker.stop)
+        await asyncio.to_thread(broker.stop)
     return result
+
+
+def _split_last_hour(root: Path, before: Path, last: Path) -> tuple[Path, Path]:
+    """Move ``root``'s hour files into two corpora: every table's last hour under ``last``, the hours
+    before it under ``before`` (same relative paths)."""
+    for spec in TABLES:
+        files = hour_files(root, spec.dir_name)
+        for index, hour in enumerate(files):
+            target = (last if index == len(files) - 1 else before) / hour.relpath
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(root / hour.relpath, target)
+    return before, last
+
+
+def _replace_by_copy(bootstrap: str, topic: str, partitions: int) -> int:
+    """Blocking: delete ``topic`` and create it again with ``partitions`` at once (as fast as the
+    broker allows), without asking for its metadata in between. The partition count it has."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+            return partitions
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
+
+
+def _hour_relpaths(corpus_root: Path, table: str) -> set[str]:
+    return {hour.relpath for hour in hour_files(corpus_root, table)}
+
+
+async def _auto_create(bootstrap: str, topic: str) -> int:
+    """What a new user's client does to a missing topic on a broker with auto-create on: ask for its
+    metadata with auto-create allowed (librdkafka's producers do by default; ``kcat -L -t`` does).
+    The partition count the broker gave it."""
+
+    def ask() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap})
+        producer.list_topics(topic, timeout=10.0)
+        producer.flush(1.0)
+
+    await asyncio.to_thread(ask)
+    return await _wait_for_topic(bootstrap, topic)
 
 
 @dataclass(frozen=True)
@@ -592,9 +800,14 @@ def _complete_lines(watch: Path, table: str) -> set[tuple[str, int]]:
     return found
 
 
-def _readyz_names(worker, topic: str) -> bool:
+def _readyz_names(worker, topic: str, also: str = "") -> bool:
+    """/readyz is not ready, and one of its reasons names ``topic`` (and holds ``also``)."""
     status, _type, body = worker.get("/readyz")
-    return status == 503 and any(topic in reason for reason in json.loads(body).get("reasons", []))
+    return status == 503 and any(topic in reason and also in reason for reason in json.loads(body).get("reasons", []))
+
+
+def _readyz_reasons(worker) -> list[str]:
+    return json.loads(worker.get("/readyz")[2]).get("reasons", [])
 
 
 async def _seconds_until(worker, condition: Callable[[], bool], timeout_s: float) -> float | None:
@@ -1411,4 +1624,5 @@ DRILLS: tuple[Drill, ...] = (
     Drill(14, broker_frozen, dict(frozen_s=90.0, lines_per_hour=150_000), stops_broker=True),
     Drill(15, topic_deleted, dict(auto_create=True, lines_per_hour=20_000, replay_s=120.0)),
     Drill(15, topic_deleted, dict(auto_create=False, lines_per_hour=20_000, replay_s=120.0)),
+    Drill(15, topic_deleted, dict(at_once=True, lines_per_hour=20_000, replay_s=120.0)),
 )

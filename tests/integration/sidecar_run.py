@@ -42,7 +42,10 @@ class Sidecar:
         found = []
         for line in (self.root / "run" / "worker.log").read_text(errors="replace").splitlines():
             if line.startswith("{"):
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # a dict in the task stacks a drill had the worker write (SIGUSR1), not an event
                 if name is None or event["event"] == name:
                     found.append(event)
         return found

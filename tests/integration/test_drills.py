@@ -1,4 +1,4 @@
-"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14, 15) at CI scale, against the session's broker.
+"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14, 15, 15b, 15c) at CI scale, against the session's broker.
 
 The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all of them at full scale);
 each test runs one and asserts every check it made.
@@ -120,7 +120,9 @@ async def test_a_full_state_disk_is_counted_named_in_readiness_stops_the_tailers
     assert result.ok, result.describe()
 
 
-@pytest.mark.parametrize("auto_create", [True, False], ids=["auto-create-on", "auto-create-off"])
-async def test_a_data_topic_deleted_in_flight_and_created_again_loses_nothing_and_repeats_nothing(ctx, auto_create):
-    result = await topic_deleted(ctx, auto_create=auto_create)
+@pytest.mark.parametrize(
+    "auto_create, at_once", [(True, False), (False, False), (True, True)], ids=["auto-create-on", "auto-create-off", "at-once"]
+)
+async def test_a_data_topic_deleted_in_flight_and_created_again_loses_nothing_and_repeats_nothing(ctx, auto_create, at_once):
+    result = await topic_deleted(ctx, auto_create=auto_create, at_once=at_once)
     assert result.ok, result.describe()

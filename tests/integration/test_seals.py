@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.seal import SealManifest
+from hyperdata_sidecar.topics import apply_contract, load_contract
 
 from sidecar_run import Sidecar, assert_clean, write_corpus
 
@@ -84,6 +85,9 @@ async def test_a_seal_already_on_the_topic_is_not_published_again(tmp_path, kafk
         dlq_lines=0,
         node=sidecar.env["NODE_ID"],
     )
+    # The topics as the worker would create them: a producer's send to a missing topic would have the
+    # broker's auto-create make it with one partition, which the worker does not write.
+    await apply_contract(kafka_bootstrap, load_contract(sidecar.env))
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()
     try:

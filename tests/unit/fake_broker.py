@@ -8,6 +8,14 @@ produced; while the broker is away nothing is reported and nothing is lost; a re
 good is reported failed and the records after it go on. The "topics" are its ``log``: a record's
 offset is its index in its partition's list.
 
+Its door is the data plane's: the same :class:`~hyperdata_sidecar.core.topic_check.TopicGuard`
+(every topic checked at the start, the contract being ``partitions``), line engines behind
+:class:`~hyperdata_sidecar.dataplane.CheckedLines`, a resend refused while its topic may not be
+written, and ``refresh_metadata`` checking the topic as the broker has it now (:attr:`FakeBroker.counts`).
+:meth:`FakeBroker.recreate` deletes a topic and creates it again with a partition count of its
+choice: its offsets start at 0 again, and records produced for a partition it lacks fail with
+``_UNKNOWN_PARTITION``, as librdkafka reports them.
+
 Its tailers run the line engine :attr:`FakeBroker.engine`: the Python one, or the compiled one
 handed this ``produce`` (hyperdata_sidecar/engines/testing.py: the engine calls it per record as the
 reference writer does). tests/unit/conftest.py's ``line_engine`` fixture runs a test on each.
@@ -28,6 +36,8 @@ from hyperdata_sidecar.config import Settings, load_settings
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.records import Record, Regression
 from hyperdata_sidecar.core.seal import SealManifest
+from hyperdata_sidecar.core.topic_check import TopicGuard
+from hyperdata_sidecar.dataplane import CheckedLines, TopicNotWritable
 from hyperdata_sidecar.engines import Engine, FileLines, LineEngine
 from hyperdata_sidecar.engines.native import NativeEngine
 from hyperdata_sidecar.engines.python import PythonEngine, PythonLines
@@ -75,14 +85,24 @@ class FakeBroker:
         self.max_value: int | None = None  # values longer than this fail with MSG_SIZE_TOO_LARGE
         self.client_refusals = 0  # produce() calls that raise a client error before queueing
         self.metadata_refreshes: list[str] = []  # topics whose metadata the tailer asked for, in order
+        self.counts: dict[str, int] = dict(partitions)  # each topic's partition count at the broker now (0: missing)
+        self.incarnations: dict[str, int] = defaultdict(int)  # how often each topic was created again
+        self.guard = TopicGuard(partitions)
+        for topic in partitions:
+            self.guard.checked(topic, self.counts[topic], self.end_offsets(topic))
+        self.suspected: list[tuple[str, str]] = []
 
     def lines(self, file: FileLines) -> LineEngine:
-        """The data plane's ``lines`` (the ``Publisher`` protocol): the engine's line engine on this ``produce``."""
+        """The data plane's ``lines`` (the ``Publisher`` protocol): the engine's line engine on this
+        ``produce``, behind the door."""
         if isinstance(self.engine, NativeEngine):
-            return NativeLinesOnPython(self.engine.module, self.produce, file)
-        return PythonLines(file, self.produce)
+            return CheckedLines(NativeLinesOnPython(self.engine.module, self.produce, file), self.guard, file.topics)
+        return CheckedLines(PythonLines(file, self.produce), self.guard, file.topics)
 
     def resend(self, record: Record, callback: Callable[[Any, Any], None]) -> None:
+        refusal = self.guard.refusal(record.topic)
+        if refusal is not None:
+            raise TopicNotWritable(record.topic, refusal)
         self.produce(record.topic, record.value, record.key, record.partition, callback, None, 0, record.headers)
 
     def produce(self, topic, value, key, partition, callback, _alias, _timestamp, headers) -> None:
@@ -111,6 +131,8 @@ class FakeBroker:
             record = queued.record
             if record.topic in failing:
                 queued.callback(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART), None)
+            elif record.partition >= self.counts.get(record.topic, record.partition + 1):
+                queued.callback(KafkaError(KafkaError._UNKNOWN_PARTITION), None)
             elif self.max_value is not None and len(record.value) > self.max_value:
                 queued.callback(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), None)
             else:
@@ -120,7 +142,25 @@ class FakeBroker:
 
     async def refresh_metadata(self, topic: str) -> str | None:
         self.metadata_refreshes.append(topic)
+        count = self.counts.get(topic, 0)
+        floors = self.end_offsets(topic) if count == self.guard.contract(topic) else None
+        self.guard.checked(topic, count, floors)
         return None
+
+    def suspect(self, topic: str, detail: str) -> None:
+        self.suspected.append((topic, detail))
+        self.guard.suspect(topic, detail)
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        return {p: len(self.log[(topic, p)]) for p in range(self.counts.get(topic, 0))}
+
+    def recreate(self, topic: str, partitions: int) -> None:
+        """``topic`` is deleted (with its records) and created again with ``partitions``; the
+        producer does not notice (its metadata is the old incarnation's)."""
+        for key in [key for key in self.log if key[0] == topic]:
+            del self.log[key]
+        self.counts[topic] = partitions
+        self.incarnations[topic] += 1
 
     def lost_queue(self) -> None:
         """The process died: what librdkafka still held is gone."""

@@ -121,3 +121,28 @@ def test_a_record_sent_again_widens_its_partition_range():
     deliveries.widen("data", 1, 12)
     deliveries.widen("data", 2, 30)  # a partition where nothing else of the set was delivered
     assert deliveries.offset_ranges("data") == {1: (10, 12), 2: (30, 30)}
+
+
+def test_the_epochs_a_topics_records_were_handed_over_in_are_the_first_and_the_last():
+    deliveries = Deliveries()
+    assert deliveries.epochs("data") is None
+    deliveries.handed("data", 3)
+    deliveries.handed("data", 3)
+    deliveries.handed("dlq", 1)
+    deliveries.handed("data", 4)
+    assert (deliveries.epochs("data"), deliveries.epochs("dlq")) == ((3, 4), (1, 1))
+
+
+def test_a_distrusted_topic_is_to_be_sent_again_and_where_it_landed_no_longer_counts():
+    deliveries = Deliveries()
+    acks = deliveries.cycle_acks(TOPICS, dlq_partition=1)
+    acks.data[0](None, Delivered(0, 40))
+    acks.dlq(None, Delivered(1, 3))
+    deliveries.widen("data", 0, 50)  # sent again before the topic was distrusted: it may be in the copy too
+    deliveries.distrust("data", "moved")
+    assert deliveries.first_sends("data") == {} and deliveries.offset_ranges("data") == {}
+    assert deliveries.first_sends("dlq") == {1: (3, 3)}
+    deliveries.widen("data", 0, 7)  # sent again after the topic was checked
+    assert deliveries.offset_ranges("data") == {0: (7, 7)}
+    assert deliveries.take_distrusted() == {"data": "moved"} and deliveries.distrusted == {}
+    assert deliveries.first_sends("data") == {}  # still: its first landing was in another incarnation

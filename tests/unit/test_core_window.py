@@ -100,3 +100,18 @@ def test_the_window_is_over_its_limit_past_four_cycles():
         assert not window.over_limit()
     written(window, persisted, 40, 50, 1)
     assert window.over_limit()
+
+
+def test_a_cycle_with_a_distrusted_topic_is_failed_until_redelivery_takes_it_even_when_resolved():
+    persisted = FileCursor.adopted(PATH, (None, 0, 0)).with_changes(offsets={})
+    window = Window()
+    cycle = written(window, persisted, 0, 100, 1, report=[5])
+    cycle.resolved = True
+    cycle.deliveries.distrust("fills", "moved")
+    assert cycle.failed()
+    with pytest.raises(ValueError):
+        window.commit(persisted, head="", data_topic="fills")
+    cycle.deliveries.take_distrusted()
+    cycle.deliveries.widen("fills", 0, 2)  # sent again, landed at 2 in the checked topic
+    assert not cycle.failed()
+    assert window.commit(persisted, head="", data_topic="fills")[1].offsets == {"fills": {"0": [2, 2]}}

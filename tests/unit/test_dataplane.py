@@ -1,21 +1,26 @@
 """The data plane's reactions to librdkafka's client events (no broker: the events are given to the
-callbacks librdkafka would call), and its producer configuration."""
+callbacks librdkafka would call), its producer configuration, and its door: a topic is written only
+while its partition count is the contract's (the broker's answers are given to it as its blocking
+look-ups would return them)."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from hyperdata_sidecar.config import load_settings
+from hyperdata_sidecar.core.delivery import Refusal, Verdict, verdict
 from hyperdata_sidecar.core.records import SEQ_START, Record, Topics
-from hyperdata_sidecar.core.tables import TABLES
-from hyperdata_sidecar.core.window import WriterState
-from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
+from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TABLES
+from hyperdata_sidecar.core.topic_check import OFFSETS_WENT_BACK, PARTITION_COUNT, TOPIC_MISSING, TOPIC_UNCHECKED
+from hyperdata_sidecar.core.window import Window, WriterState
+from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError, TopicNotWritable, producer_partition_counts
 from hyperdata_sidecar.engines import FileLines
-from hyperdata_sidecar.engines.python import PythonEngine
+from hyperdata_sidecar.engines.python import PythonEngine, PythonLines
 from hyperdata_sidecar.logs import EventLog
 
 
@@ -53,6 +58,14 @@ def test_the_producer_is_idempotent_waits_forever_and_keeps_batches_below_the_li
     config = plane._config()
     assert (config["enable.idempotence"], config["acks"], config["compression.type"]) == (True, "all", "zstd")
     assert (config["message.timeout.ms"], config["linger.ms"], config["batch.size"]) == (0, 50, 65000)
+
+
+def test_no_client_of_the_data_plane_creates_a_topic(tmp_path):
+    # librdkafka's producer asks the broker to create a topic it does not find (its default, unlike a
+    # consumer's): a topic deleted under the worker came back with the broker's num.partitions.
+    plane, _, _ = make(tmp_path)
+    assert plane._config()["allow.auto.create.topics"] is False
+    assert plane._client_config()["allow.auto.create.topics"] is False
 
 
 def test_security_settings_reach_librdkafka_without_empty_values(tmp_path):
@@ -142,3 +155,210 @@ def test_the_ways_to_the_producer_before_connect_raise_a_clear_error(tmp_path):
         plane.resend(Record("t", 0, b"k", b"v", []), print)
     with pytest.raises(DataPlaneError, match="not connected"):
         plane.lines(FileLines(TABLES[0], Topics("t", 1, "d", 1), "x", WriterState(0, SEQ_START, None, None), b"", 100))
+
+
+# --- the door: partition counts against the contract -------------------------------------------
+
+ORDERS = "hyperliquid.order-statuses"
+BOOK = "hyperliquid.book-diffs"
+DLQ = "hyperliquid.sidecar-dlq"
+SEALS = "hyperliquid.node-files"
+CONTRACT = {BOOK: 6, ORDERS: 6, "hyperliquid.fills": 3, SEALS: 3, DLQ: 3, "hyperliquid.node-snapshots": 3}
+
+
+class FakeProducer:
+    """What the engine would make: records ``produce`` calls; ``refresh_metadata`` answers None."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[Any, ...]] = []
+        self.refreshed: list[str] = []
+
+    def produce(self, *args: Any) -> None:
+        self.produced.append(args)
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def __len__(self) -> int:
+        return 0
+
+    def purge(self) -> None:
+        pass
+
+    def refresh_metadata(self, topic: str, timeout: float) -> str | None:
+        self.refreshed.append(topic)
+        return None
+
+
+class FakeEngine(PythonEngine):
+    def producer(self, config: dict[str, Any]) -> Any:
+        return FakeProducer()
+
+    def lines(self, producer: Any, file: FileLines) -> Any:
+        return PythonLines(file, producer.produce)
+
+
+def door(tmp_path, **counts: int) -> tuple[DataPlane, list, list]:
+    """A data plane connected to a broker whose topics have the contract's counts but ``counts``
+    (by topic role: ``orders=1``), each with every end offset at 10."""
+    settings = load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID": "unit"})
+    errors: list = []
+    plane = DataPlane(
+        settings,
+        EventLog(logging.getLogger("tests.dataplane")),
+        FakeEngine("test"),
+        on_broker=lambda _: None,
+        on_login_refused=lambda _: None,
+        on_error=errors.append,
+        on_fatal=lambda _: None,
+    )
+    names = {"orders": ORDERS, "book": BOOK, "dlq": DLQ, "seals": SEALS}
+    actual = {**CONTRACT, **{names[role]: n for role, n in counts.items()}}
+    plane.broker_counts = actual  # type: ignore[attr-defined]
+
+    def describe(topics: list[str]) -> tuple[dict, dict, dict]:
+        floors = {t: dict.fromkeys(range(n), 10) for t, n in actual.items() if n == CONTRACT[t]}
+        return {t: actual[t] for t in topics}, dict.fromkeys(topics, 8454144), floors
+
+    def look(topic: str) -> tuple[int, dict | None]:
+        n = actual.get(topic, 0)
+        return n, dict.fromkeys(range(n), 10) if n == CONTRACT[topic] and plane.guard.refusal(topic) else None
+
+    plane._describe = describe  # type: ignore[method-assign]
+    plane._look = look  # type: ignore[method-assign]
+    return plane, errors, []
+
+
+async def connected(tmp_path, caplog, **counts: int) -> tuple[DataPlane, list]:
+    plane, errors, _ = door(tmp_path, **counts)
+    caplog.set_level(logging.INFO, logger="tests.dataplane")
+    await plane.connect(list(CONTRACT))
+    return plane, errors
+
+
+def events(caplog, name: str) -> list[dict]:
+    return [r.fields for r in caplog.records if r.getMessage() == name]  # type: ignore[attr-defined]
+
+
+def file_lines(table: str = "node_order_statuses_streaming") -> FileLines:
+    spec = TABLE_BY_DIR[table]
+    topic = BOOK if "book" in table else ORDERS
+    return FileLines(spec, Topics(topic, 6, DLQ, 3), "x", WriterState(0, SEQ_START, None, None), b"", 1 << 20)
+
+
+def test_records_are_partitioned_over_the_contracts_counts_and_nothing_is_written_before_the_check(tmp_path):
+    plane, _, _ = door(tmp_path, orders=1)
+    assert dict(plane.partitions) == CONTRACT
+    assert plane.guard.refusal(ORDERS).name() == TOPIC_UNCHECKED
+
+
+async def test_a_topic_with_another_count_at_start_is_named_with_both_counts_and_not_written(tmp_path, caplog):
+    plane, errors = await connected(tmp_path, caplog, orders=1)
+    assert events(caplog, "topic_partitions_mismatch") == [{"topic": ORDERS, "partitions": 1, "contract": 6, "seen_by": "broker"}]
+    assert errors == ["partitions"]
+    assert plane.partitions[ORDERS] == 6  # still partitioned over the contract's count
+    assert plane.guard.refusal(ORDERS).name() == PARTITION_COUNT and plane.guard.refusal(BOOK) is None
+    assert not events(caplog, "topic_checked")  # the topics that are fine are not logged at every start
+
+
+async def test_a_line_engines_hand_over_hands_nothing_while_its_data_topic_or_the_dlq_may_not_be_written(tmp_path, caplog):
+    plane, _ = await connected(tmp_path, caplog, orders=1)
+    producer = plane._producer
+    window = Window()
+    lines = plane.lines(file_lines())
+    cycle = window.open("x", lines.state(), deliveries=lines.deliveries())
+    handover = lines.handover(b'{"x": 1}\n', cycle)
+    assert not await handover.step()
+    assert isinstance(handover.refusal, TopicNotWritable) and not producer.produced
+    assert handover.refusal.reason().startswith(f"{ORDERS}: PARTITION_COUNT (1 partition(s), the contract says 6")
+    assert cycle.deliveries.epochs(ORDERS) is None
+    # The book-diffs table writes another data topic: it goes on, and its cycle notes the epochs.
+    book = plane.lines(file_lines("node_raw_book_diffs_streaming"))
+    cycle = Window().open("y", book.state(), deliveries=book.deliveries())
+    assert await book.handover(b"not json\n", cycle).step()
+    assert len(producer.produced) == 1 and producer.produced[0][0] == DLQ
+    assert (cycle.deliveries.epochs(BOOK), cycle.deliveries.epochs(DLQ)) == ((1, 1), (1, 1))
+    # The DLQ with another count holds every table: a read may hold a bad line.
+    plane.guard.producer_saw(DLQ, 1)
+    handover = book.handover(b"not json\n", Window().open("z", book.state(), deliveries=book.deliveries()))
+    assert not await handover.step() and handover.refusal.topic == DLQ and len(producer.produced) == 1
+
+
+async def test_a_record_sent_again_is_refused_as_a_hold_while_its_topic_may_not_be_written(tmp_path, caplog):
+    plane, _ = await connected(tmp_path, caplog, orders=1)
+    with pytest.raises(TopicNotWritable) as refused:
+        plane.resend(Record(ORDERS, 0, b"BTC", b"v", []), print)
+    error = Refusal.of(refused.value)
+    assert (error.name(), verdict(error)) == (PARTITION_COUNT, Verdict.HOLD)
+    plane.resend(Record(BOOK, 0, b"BTC", b"v", []), print)
+    assert [args[0] for args in plane._producer.produced] == [BOOK]
+
+
+async def test_the_producers_own_view_of_a_topic_is_followed_every_second(tmp_path, caplog):
+    plane, errors = await connected(tmp_path, caplog)
+    on_stats = plane._config()["stats_cb"]
+    on_stats(orjson.dumps({"topics": {ORDERS: topic_stats(6)}}).decode())
+    assert plane.guard.refusal(ORDERS) is None and not errors
+    on_stats(orjson.dumps({"topics": {ORDERS: topic_stats(1), "unknown.topic": topic_stats(2)}}).decode())
+    assert plane.guard.refusal(ORDERS).name() == PARTITION_COUNT
+    assert events(caplog, "topic_partitions_mismatch") == [
+        {"topic": ORDERS, "partitions": 1, "contract": 6, "seen_by": "producer"}
+    ]
+    on_stats(orjson.dumps({"topics": {ORDERS: topic_stats(0)}}).decode())
+    assert plane.guard.refusal(ORDERS).name() == TOPIC_MISSING
+    assert events(caplog, "topic_missing") == [{"topic": ORDERS, "contract": 6, "seen_by": "producer"}]
+    assert errors == ["partitions"]
+
+
+def topic_stats(partitions: int, *, age: int = 1200, desired: int = 0) -> dict:
+    found = {str(p): {"partition": p, "unknown": False} for p in range(partitions)}
+    found.update({str(partitions + d): {"partition": partitions + d, "unknown": True, "desired": True} for d in range(desired)})
+    return {"metadata_age": age, "partitions": {**found, "-1": {"partition": -1, "unknown": False}}}
+
+
+def test_the_producers_partition_counts_come_from_its_statistics():
+    stats = {"topics": {"a": topic_stats(6), "b": topic_stats(1, desired=2), "c": topic_stats(0), "d": topic_stats(3, age=0)}}
+    assert producer_partition_counts(stats) == {"a": 6, "b": 1, "c": 0}  # d: no metadata yet
+    assert producer_partition_counts({}) == {}
+
+
+async def test_before_a_held_table_sends_again_the_topic_is_checked_and_written_once_it_has_the_contracts_count(tmp_path, caplog):
+    plane, _ = await connected(tmp_path, caplog, orders=1)
+    assert await plane.refresh_metadata(ORDERS) is None
+    assert plane._producer.refreshed == [ORDERS] and plane.guard.refusal(ORDERS).name() == PARTITION_COUNT
+    plane.broker_counts[ORDERS] = 0  # the copy deleted
+    await plane.refresh_metadata(ORDERS)
+    assert plane.guard.refusal(ORDERS).name() == TOPIC_MISSING
+    plane.broker_counts[ORDERS] = 6  # created with the contract's partitions
+    await plane.refresh_metadata(ORDERS)
+    assert plane.guard.refusal(ORDERS) is None and plane.guard.epoch(ORDERS) == 1
+    assert events(caplog, "topic_checked") == [{"topic": ORDERS, "partitions": 6, "epoch": 1}]
+    assert plane.guard.floor(ORDERS, 5, 1) == 10
+
+
+async def test_a_failed_check_keeps_the_topic_held_and_reports_the_error(tmp_path, caplog):
+    plane, _ = await connected(tmp_path, caplog, orders=1)
+
+    def unreachable(topic: str) -> Any:
+        raise DataPlaneError("broker metadata: timed out")
+
+    plane._look = unreachable  # type: ignore[method-assign]
+    assert await plane.refresh_metadata(ORDERS) == "broker metadata: timed out"
+    assert plane.guard.refusal(ORDERS).name() == PARTITION_COUNT
+
+
+async def test_records_found_in_another_incarnation_hold_the_topic_until_it_is_checked(tmp_path, caplog):
+    plane, errors = await connected(tmp_path, caplog)
+    plane.suspect(ORDERS, "partition 0: a record landed at offset 3, below 10")
+    assert plane.guard.refusal(ORDERS).name() == OFFSETS_WENT_BACK
+    assert not errors and not events(caplog, "topic_partitions_mismatch")  # the table that found it logs it
+    await plane.refresh_metadata(ORDERS)
+    assert plane.guard.refusal(ORDERS) is None and plane.guard.epoch(ORDERS) == 2
+
+
+async def test_a_seal_for_a_topic_with_another_count_is_refused_after_one_more_look(tmp_path, caplog):
+    plane, _ = await connected(tmp_path, caplog, seals=1)
+    with pytest.raises(KafkaException) as refused:  # what the seal agent retries with its back-off
+        await plane.send(SEALS, b"k", b"v")
+    assert isinstance(refused.value, TopicNotWritable) and "the contract says 3" in str(refused.value)
+    assert plane._producer.refreshed == [SEALS] and not plane._producer.produced
