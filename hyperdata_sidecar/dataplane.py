@@ -48,44 +48,30 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
-from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
+from confluent_kafka import KafkaError, KafkaException
 
 from hyperdata_sidecar.broker_login import librdkafka_refusal
+from hyperdata_sidecar.checked_lines import CheckedLines, TopicNotWritable
 from hyperdata_sidecar.config import Settings
-from hyperdata_sidecar.core.delivery import Deliveries
 from hyperdata_sidecar.core.partitioner import partition_for
-from hyperdata_sidecar.core.records import Record, Topics
-from hyperdata_sidecar.core.splitter import Line, OversizeLine
-from hyperdata_sidecar.core.topic_check import Change, TopicGuard, TopicRefused
-from hyperdata_sidecar.core.window import Cycle, WriterState
-from hyperdata_sidecar.digest import ReadChunk
-from hyperdata_sidecar.engines import Engine, FileLines, Handover, LineEngine, Producer
+from hyperdata_sidecar.core.records import Record
+from hyperdata_sidecar.core.topic_check import Change, TopicGuard, producer_partition_counts
+from hyperdata_sidecar.engines import Engine, FileLines, LineEngine, Producer
 from hyperdata_sidecar.logs import EventLog, RepeatFilter
+from hyperdata_sidecar.topic_admin import LIBRDKAFKA_LOGGER, METADATA_TIMEOUT_S, TopicAdmin, TopicLookFailed
 from hyperdata_sidecar.topics import load_contract, producer_max_request_size
 
-LIBRDKAFKA_LOGGER = "hyperdata_sidecar.librdkafka"
 POLL_BUSY_S = 0.005  # how often delivery reports are served while they keep coming
 POLL_IDLE_S = 0.1  # ... slowing down to this when none came (idle, or the broker is away)
 STATS_INTERVAL_MS = 1000  # broker states for readiness
-METADATA_TIMEOUT_S = 10.0
 BATCH_FRAMING_BYTES = 512  # a record batch's own bytes on top of its records, with margin
 #: Connection errors that say the broker is unreachable (counted as kind "transport", logged at most
 #: once per minute each). A refused login (``_AUTHENTICATION``) is not one: it is kind "login_refused".
 TRANSPORT_ERRORS = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL"})
-#: What the broker answers for a moment about a topic just created: its leaders are not known yet.
-LEADERS_SETTLING = frozenset({"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE"})
-LEADERS_SETTLE_S = 5.0
 
 
 class DataPlaneError(Exception):
     """The data plane cannot be set up (broker unreachable, topic missing): retry later."""
-
-
-class TopicNotWritable(TopicRefused, KafkaException):
-    """The door refuses a record of a topic that may not be written now (its partition count is not
-    the contract's, it is missing, or records were found in another incarnation of it): ``args[0]``
-    is the refusal (``name()``, ``str()``), judged as a hold; a ``KafkaException`` for the agents."""
 
 
 class DataPlane:
@@ -122,6 +108,7 @@ class DataPlane:
         #: The contract's partition counts: what every record is partitioned over.
         self.partitions: Mapping[str, int] = contract
         self.guard = TopicGuard(contract)
+        self.admin = TopicAdmin(settings, contract)
         self.max_message_bytes: dict[str, int] = {}
         self.batch_bytes = settings.producer_batch_bytes
         self.connected = False
@@ -140,7 +127,10 @@ class DataPlane:
 
         Raises :class:`DataPlaneError` when the broker cannot be reached or a topic is missing.
         """
-        partitions, limits, floors = await asyncio.to_thread(self._describe, topics)
+        try:
+            partitions, limits, floors = await asyncio.to_thread(self.admin.describe, topics)
+        except TopicLookFailed as exc:
+            raise DataPlaneError(str(exc)) from exc
         for topic, count in partitions.items():
             self._note(self.guard.checked(topic, count, floors.get(topic)))
         self.max_message_bytes = limits
@@ -159,90 +149,9 @@ class DataPlane:
         self._producer = self.engine.producer(self._config())
         self._set_connected(True)
 
-    def _describe(self, topics: list[str]) -> tuple[dict[str, int], dict[str, int], dict[str, dict[int, int]]]:
-        """Blocking: partition counts, effective ``max.message.bytes`` and, of each topic with the
-        contract's count, its partitions' end offsets."""
-        admin = self._admin()
-        try:
-            metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
-        except KafkaException as exc:
-            raise DataPlaneError(f"broker metadata: {exc.args[0].str() if exc.args else exc}") from exc
-        partitions: dict[str, int] = {}
-        for topic in topics:
-            found = metadata.topics.get(topic)
-            if found is None or found.error is not None or not found.partitions:
-                reason = found.error.str() if found is not None and found.error is not None else "not in the broker's metadata"
-                raise DataPlaneError(f"topic {topic}: {reason}")
-            partitions[topic] = len(found.partitions)
-        resources = [ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics]
-        limits: dict[str, int] = {}
-        try:
-            for resource, future in admin.describe_configs(resources, request_timeout=METADATA_TIMEOUT_S).items():
-                entry = future.result(timeout=METADATA_TIMEOUT_S).get("max.message.bytes")
-                limits[resource.name] = int(entry.value) if entry is not None and entry.value else 1048588
-        except KafkaException as exc:
-            raise DataPlaneError(f"topic configs: {exc.args[0].str() if exc.args else exc}") from exc
-        floors = {
-            topic: self._end_offsets(admin, topic, count)
-            for topic, count in partitions.items()
-            if count == self.guard.contract(topic)
-        }
-        return partitions, limits, floors
-
-    def _end_offsets(self, admin: AdminClient, topic: str, count: int) -> dict[int, int]:
-        """Blocking: the end offset of each of ``topic``'s ``count`` partitions (asked again for a few
-        seconds while the leaders of a topic just created settle)."""
-        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(count)}
-        deadline = time.monotonic() + LEADERS_SETTLE_S
-        while True:
-            try:
-                return {
-                    tp.partition: future.result(timeout=METADATA_TIMEOUT_S).offset
-                    for tp, future in admin.list_offsets(request, request_timeout=METADATA_TIMEOUT_S).items()
-                }
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                name = error.name() if isinstance(error, KafkaError) else ""
-                if name not in LEADERS_SETTLING or time.monotonic() > deadline:
-                    raise DataPlaneError(
-                        f"topic {topic} end offsets: {error.str() if isinstance(error, KafkaError) else exc}"
-                    ) from exc
-            time.sleep(0.2)
-
-    def _look(self, topic: str) -> tuple[int, dict[int, int] | None]:
-        """Blocking: the broker's partition count of ``topic`` (0: missing) and, when it is the
-        contract's and the topic may not be written now, its end offsets (to check it again)."""
-        admin = self._admin()
-        try:
-            described = admin.describe_topics(TopicCollection([topic]), request_timeout=METADATA_TIMEOUT_S)[topic]
-            count = len(described.result(timeout=METADATA_TIMEOUT_S).partitions)
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                return 0, None
-            raise DataPlaneError(f"topic {topic}: {error.str() if isinstance(error, KafkaError) else exc}") from exc
-        if count != self.guard.contract(topic) or self.guard.refusal(topic) is None:
-            return count, None
-        return count, self._end_offsets(admin, topic, count)
-
-    def _admin(self) -> AdminClient:
-        """A client for one look at the topics, gone with it (an idle one would keep reconnecting, and
-        logging, through a broker outage); its librdkafka lines go to the data plane's logger."""
-        config: dict[str, Any] = {**self._client_config(), "logger": logging.getLogger(LIBRDKAFKA_LOGGER), "log_level": 4}
-        return AdminClient(config)
-
-    def _client_config(self) -> dict[str, Any]:
-        return {
-            "bootstrap.servers": self.settings.kafka_bootstrap,
-            # Never create a topic: librdkafka's producer asks the broker to (its default, unlike a
-            # consumer's), and a topic deleted under the worker came back with the broker's count.
-            "allow.auto.create.topics": False,
-            **self.settings.security.librdkafka_config(),
-        }
-
     def _config(self) -> dict[str, Any]:
         return {
-            **self._client_config(),
+            **self.admin.client_config(),
             "client.id": f"hyperdata-sidecar-{self.settings.node_id}",
             "enable.idempotence": True,
             "acks": "all",
@@ -297,8 +206,8 @@ class DataPlane:
         if topic not in self.partitions:
             return error
         try:
-            count, floors = await asyncio.to_thread(self._look, topic)
-        except DataPlaneError as exc:
+            count, floors = await asyncio.to_thread(self.admin.look, topic, self.guard.refusal(topic) is not None)
+        except TopicLookFailed as exc:
             return error or str(exc)
         self._note(self.guard.checked(topic, count, floors))
         return error
@@ -471,80 +380,6 @@ class DataPlane:
             self._producer.purge()
             self._producer.poll(0)  # serves the purged records' reports, on this thread
         return left
-
-
-def producer_partition_counts(stats: Mapping[str, Any]) -> dict[str, int]:
-    """Each topic's partition count as the producer knows it, from librdkafka's statistics
-    (STATISTICS.md: ``topics.<name>.partitions`` lists the known partitions, the desired ones it
-    does not know with ``unknown``, and the unassigned ``-1``; 0 when it finds the topic missing).
-    A topic it has no metadata for yet (``metadata_age`` 0) is left out."""
-    counts = {}
-    for name, topic in stats.get("topics", {}).items():
-        if not topic.get("metadata_age"):
-            continue
-        partitions = topic.get("partitions", {}).values()
-        counts[name] = sum(1 for p in partitions if p.get("partition", -1) >= 0 and not p.get("unknown"))
-    return counts
-
-
-class CheckedLines:
-    """A file's line engine behind the door: its hand-overs hand nothing while the file's data
-    topic or the DLQ may not be written (the refusal is :class:`TopicNotWritable`: the table holds),
-    and note the topics' epochs in the cycle's deliveries (what :class:`~hyperdata_sidecar.core.topic_check.Landings`
-    compares). Everything else is the engine's."""
-
-    def __init__(self, engine: LineEngine, guard: TopicGuard, topics: Topics) -> None:
-        self.engine = engine
-        self.guard = guard
-        self.topics = (topics.data, topics.dlq)
-
-    @property
-    def held_bytes(self) -> int:
-        return self.engine.held_bytes
-
-    def state(self) -> WriterState:
-        return self.engine.state()
-
-    def deliveries(self) -> Deliveries:
-        return self.engine.deliveries()
-
-    def handover(self, chunk: ReadChunk, cycle: Cycle) -> Handover:
-        return CheckedHandover(self.engine.handover(chunk, cycle), self.guard, self.topics, cycle.deliveries)
-
-    def flush_partial(self) -> Line | OversizeLine | None:
-        return self.engine.flush_partial()
-
-    def unterminated(self, item: Line | OversizeLine, cycle: Cycle) -> Handover:
-        return CheckedHandover(self.engine.unterminated(item, cycle), self.guard, self.topics, cycle.deliveries)
-
-    def rebuild(self, cycle: Cycle, data: bytes) -> Mapping[tuple[str, int], list[Record]]:
-        return self.engine.rebuild(cycle, data)
-
-    def rejection(self, record: Record, error: str, detail: str) -> Record:
-        return self.engine.rejection(record, error, detail)
-
-
-class CheckedHandover:
-    """One hand-over behind the door: each step first checks the topics."""
-
-    def __init__(self, handover: Handover, guard: TopicGuard, topics: tuple[str, ...], deliveries: Deliveries) -> None:
-        self.handover = handover
-        self.guard = guard
-        self.topics = topics
-        self.deliveries = deliveries
-        self.refusal: BaseException | None = None
-
-    async def step(self) -> bool:
-        for topic in self.topics:
-            refusal = self.guard.refusal(topic)
-            if refusal is not None:
-                self.refusal = TopicNotWritable(topic, refusal)
-                return False
-        for topic in self.topics:
-            self.deliveries.handed(topic, self.guard.epoch(topic))
-        done = await self.handover.step()
-        self.refusal = self.handover.refusal
-        return done
 
 
 def _librdkafka_facility(record: logging.LogRecord) -> str:

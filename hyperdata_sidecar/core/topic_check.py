@@ -28,7 +28,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from hyperdata_sidecar.core.delivery import Refusal
 
@@ -231,3 +231,17 @@ class Landings:
         for key in [key for key in self._high if key[0] == topic]:
             del self._high[key]
         self._recreated[topic] = epoch
+
+
+def producer_partition_counts(stats: Mapping[str, Any]) -> dict[str, int]:
+    """Each topic's partition count as the producer knows it, from librdkafka's statistics
+    (STATISTICS.md: ``topics.<name>.partitions`` lists the known partitions, the desired ones it
+    does not know with ``unknown``, and the unassigned ``-1``; 0 when it finds the topic missing).
+    A topic it has no metadata for yet (``metadata_age`` 0) is left out."""
+    counts = {}
+    for name, topic in stats.get("topics", {}).items():
+        if not topic.get("metadata_age"):
+            continue
+        partitions = topic.get("partitions", {}).values()
+        counts[name] = sum(1 for p in partitions if p.get("partition", -1) >= 0 and not p.get("unknown"))
+    return counts

@@ -19,10 +19,11 @@ import pytest
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from hyperdata_sidecar.checked_lines import TopicNotWritable
 from hyperdata_sidecar.config import load_settings
 from hyperdata_sidecar.core.records import Record
 from hyperdata_sidecar.core.topic_check import PARTITION_COUNT, TOPIC_MISSING, Landings
-from hyperdata_sidecar.dataplane import DataPlane, TopicNotWritable
+from hyperdata_sidecar.dataplane import DataPlane
 from hyperdata_sidecar.engines import select
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.topics import apply_contract, load_contract

@@ -10,7 +10,7 @@ offset is its index in its partition's list.
 
 Its door is the data plane's: the same :class:`~hyperdata_sidecar.core.topic_check.TopicGuard`
 (every topic checked at the start, the contract being ``partitions``), line engines behind
-:class:`~hyperdata_sidecar.dataplane.CheckedLines`, a resend refused while its topic may not be
+:class:`~hyperdata_sidecar.checked_lines.CheckedLines`, a resend refused while its topic may not be
 written, and ``refresh_metadata`` checking the topic as the broker has it now (:attr:`FakeBroker.counts`).
 :meth:`FakeBroker.recreate` deletes a topic and creates it again with a partition count of its
 choice: its offsets start at 0 again, and records produced for a partition it lacks fail with
@@ -32,12 +32,12 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
+from hyperdata_sidecar.checked_lines import CheckedLines, TopicNotWritable
 from hyperdata_sidecar.config import Settings, load_settings
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.records import Record, Regression
 from hyperdata_sidecar.core.seal import SealManifest
 from hyperdata_sidecar.core.topic_check import TopicGuard
-from hyperdata_sidecar.dataplane import CheckedLines, TopicNotWritable
 from hyperdata_sidecar.engines import Engine, FileLines, LineEngine
 from hyperdata_sidecar.engines.native import NativeEngine
 from hyperdata_sidecar.engines.python import PythonEngine, PythonLines

@@ -12,16 +12,24 @@ import orjson
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from hyperdata_sidecar.checked_lines import TopicNotWritable
 from hyperdata_sidecar.config import load_settings
 from hyperdata_sidecar.core.delivery import Refusal, Verdict, verdict
 from hyperdata_sidecar.core.records import SEQ_START, Record, Topics
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TABLES
-from hyperdata_sidecar.core.topic_check import OFFSETS_WENT_BACK, PARTITION_COUNT, TOPIC_MISSING, TOPIC_UNCHECKED
+from hyperdata_sidecar.core.topic_check import (
+    OFFSETS_WENT_BACK,
+    PARTITION_COUNT,
+    TOPIC_MISSING,
+    TOPIC_UNCHECKED,
+    producer_partition_counts,
+)
 from hyperdata_sidecar.core.window import Window, WriterState
-from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError, TopicNotWritable, producer_partition_counts
+from hyperdata_sidecar.dataplane import DataPlane, DataPlaneError
 from hyperdata_sidecar.engines import FileLines
 from hyperdata_sidecar.engines.python import PythonEngine, PythonLines
 from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.topic_admin import TopicLookFailed
 
 
 def make(tmp_path, **env: str) -> tuple[DataPlane, list, list]:
@@ -65,7 +73,7 @@ def test_no_client_of_the_data_plane_creates_a_topic(tmp_path):
     # consumer's): a topic deleted under the worker came back with the broker's num.partitions.
     plane, _, _ = make(tmp_path)
     assert plane._config()["allow.auto.create.topics"] is False
-    assert plane._client_config()["allow.auto.create.topics"] is False
+    assert plane.admin.client_config()["allow.auto.create.topics"] is False
 
 
 def test_security_settings_reach_librdkafka_without_empty_values(tmp_path):
@@ -220,12 +228,12 @@ def door(tmp_path, **counts: int) -> tuple[DataPlane, list, list]:
         floors = {t: dict.fromkeys(range(n), 10) for t, n in actual.items() if n == CONTRACT[t]}
         return {t: actual[t] for t in topics}, dict.fromkeys(topics, 8454144), floors
 
-    def look(topic: str) -> tuple[int, dict | None]:
+    def look(topic: str, refused: bool) -> tuple[int, dict | None]:
         n = actual.get(topic, 0)
-        return n, dict.fromkeys(range(n), 10) if n == CONTRACT[topic] and plane.guard.refusal(topic) else None
+        return n, dict.fromkeys(range(n), 10) if n == CONTRACT[topic] and refused else None
 
-    plane._describe = describe  # type: ignore[method-assign]
-    plane._look = look  # type: ignore[method-assign]
+    plane.admin.describe = describe  # type: ignore[method-assign]
+    plane.admin.look = look  # type: ignore[method-assign]
     return plane, errors, []
 
 
@@ -339,10 +347,10 @@ async def test_before_a_held_table_sends_again_the_topic_is_checked_and_written_
 async def test_a_failed_check_keeps_the_topic_held_and_reports_the_error(tmp_path, caplog):
     plane, _ = await connected(tmp_path, caplog, orders=1)
 
-    def unreachable(topic: str) -> Any:
-        raise DataPlaneError("broker metadata: timed out")
+    def unreachable(topic: str, refused: bool) -> Any:
+        raise TopicLookFailed("broker metadata: timed out")
 
-    plane._look = unreachable  # type: ignore[method-assign]
+    plane.admin.look = unreachable  # type: ignore[method-assign]
     assert await plane.refresh_metadata(ORDERS) == "broker metadata: timed out"
     assert plane.guard.refusal(ORDERS).name() == PARTITION_COUNT
 

@@ -13,11 +13,11 @@ import pytest
 from confluent_kafka import KafkaError
 
 from hyperdata_sidecar import publishing
+from hyperdata_sidecar.checked_lines import TopicNotWritable
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.delivery import Refusal
 from hyperdata_sidecar.core.topic_check import OFFSETS_WENT_BACK, PARTITION_COUNT, TopicGuard, mismatch
 from hyperdata_sidecar.core.window import Window, WriterState
-from hyperdata_sidecar.dataplane import TopicNotWritable
 from hyperdata_sidecar.publishing import Abandoned, PublishFlow
 from hyperdata_sidecar.tailer_events import TailerEvents
 

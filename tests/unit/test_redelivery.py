@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
+from hyperdata_sidecar.checked_lines import TopicNotWritable
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.delivery import Refusal
 from hyperdata_sidecar.core.partitioner import partition_for
 from hyperdata_sidecar.core.records import Record, Topics
 from hyperdata_sidecar.core.topic_check import OFFSETS_WENT_BACK, TopicGuard
 from hyperdata_sidecar.core.window import Cycle, Window, WriterState
-from hyperdata_sidecar.dataplane import TopicNotWritable
 from hyperdata_sidecar.publishing import Abandoned, PublishFlow
 from hyperdata_sidecar.redelivery import Redelivery
 from hyperdata_sidecar.tailer_events import TailerEvents
