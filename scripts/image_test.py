@@ -409,9 +409,11 @@ def expect_configuration_error(stack: Stack, name: str, setting: str, *, mounts:
     """The sidecar container as ``name`` with ``mounts`` and ``changes`` (as
     :meth:`Stack.sidecar_arguments` takes them) exits 2 with one line naming ``setting``."""
     container = f"{RUN_ID}-{name}"
-    podman("run", *stack.sidecar_arguments(name, free_port(), mounts=mounts, **changes), check=False, timeout=120)
+    # The attached run's own output: podman attaches before the container starts, while `podman
+    # logs` came back empty once (CI) for a container that exited within a second of starting.
+    run = podman("run", *stack.sidecar_arguments(name, free_port(), mounts=mounts, **changes), check=False, timeout=120)
     exit_code = podman("inspect", "--format", "{{.State.ExitCode}}", container).stdout.strip()
-    output = container_log_tail(container, 1000)
+    output = (run.stdout + run.stderr).rstrip()
     errors = [line for line in output.splitlines() if "configuration error" in line]
     if exit_code != "2" or len(errors) != 1 or setting not in errors[0] or "Traceback" in output:
         raise StepFailed(f"{name}: expected exit 2 and one configuration error naming {setting}, got {exit_code}:\n{output}")

@@ -179,7 +179,8 @@ def _native_module() -> Any:
     except Exception as exc:  # noqa: BLE001 - anything a compiled module's loading can raise
         raise _broken(exc) from None
     if not isinstance(getattr(module, "__version__", None), str):
-        where = getattr(module, "__file__", None) or "?"
+        # A directory without the compiled module in it imports as a namespace package: no __file__.
+        where = getattr(module, "__file__", None) or ", ".join(getattr(module, "__path__", None) or ["?"])
         raise _NativeMissing(f"the module {NATIVE_MODULE} at {where} is not the line engine (no __version__)", installed=True)
     return module
 

@@ -132,6 +132,18 @@ def test_a_module_of_that_name_without_a_version_is_not_taken_for_the_engine(mon
     assert engine.name == "python" and "no __version__" in (engine.fallback_reason or "")
 
 
+def test_an_empty_directory_of_that_name_is_named_by_its_path(monkeypatch, tmp_path) -> None:
+    # What an image built without the engine leaves (an empty dir imports as a namespace package:
+    # a __path__, no __file__).
+    namespace = types.ModuleType(NATIVE_MODULE)
+    namespace.__path__ = [str(tmp_path / NATIVE_MODULE)]
+    monkeypatch.setitem(sys.modules, NATIVE_MODULE, namespace)
+
+    reason = select("auto").fallback_reason
+
+    assert reason is not None and f"at {tmp_path / NATIVE_MODULE} is not the line engine" in reason
+
+
 # -- the rest --------------------------------------------------------------------------------
 
 
