@@ -34,7 +34,7 @@ import faust
 from aiokafka.errors import KafkaError
 from hyperdata_sidecar.agents.rotations import manifests
 
-from hyperdata_sidecar.backup import BackupError, BackupSink, NoBackupSink
+from hyperdata_sidecar.backup import BackupError, BackupProgress, BackupSink, NoBackupSink
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.backup_plan import BackupSubject, Outcome, RetrySchedule, after_failure, superseded
 from hyperdata_sidecar.core.backup_status import BackupStatus, status_of
@@ -143,6 +143,7 @@ class BackupWorker:
             started = time.monotonic()
             try:
                 existing = await self.sink.find_existing(path, manifest.sha256)
+                self.sink.progress = BackupProgress(path, manifest.size, started)
                 ref = existing or await self.sink.backup(self.settings.watch_dir / path, relpath=path, sha256=manifest.sha256)
             except BackupError as exc:
                 await self._failed(manifest, exc)

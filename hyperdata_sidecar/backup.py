@@ -85,6 +85,24 @@ def failure_reason(err: OSError, *, on_source: bool) -> str:
     return "io_error"
 
 
+class BackupProgress:
+    """How far the running attempt has copied its file. The backup agent gives the sink a new one
+    before each ``backup()`` call (``sink.progress``); the sink calls :meth:`advance` as bytes
+    reach the target. Attempts run one at a time, so one sink holds one."""
+
+    __slots__ = ("relpath", "total_bytes", "done_bytes", "started_at")
+
+    def __init__(self, relpath: str = "", total_bytes: int = 0, started_at: float = 0.0) -> None:
+        self.relpath = relpath
+        self.total_bytes = total_bytes
+        self.done_bytes = 0
+        self.started_at = started_at  # time.monotonic() when the attempt began
+
+    def advance(self, nbytes: int) -> None:
+        """``nbytes`` more of the file reached the target."""
+        self.done_bytes += nbytes
+
+
 class BackupSink(abc.ABC):
     """Where sealed hour files are backed up; one instance serves the whole sidecar.
 
@@ -117,6 +135,9 @@ class BackupSink(abc.ABC):
     """
 
     name: str
+    #: The running attempt's progress (:class:`BackupProgress`), replaced by the agent before each
+    #: ``backup()``; a sink that can tell calls ``self.progress.advance(nbytes)``.
+    progress: BackupProgress = BackupProgress()
 
     @classmethod
     def create(cls, backup_dir: Path) -> BackupSink:
