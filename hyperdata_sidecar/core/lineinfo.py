@@ -7,6 +7,7 @@ Rejected lines go to the DLQ with the reason; :func:`inspect_line` never raises 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
@@ -197,7 +198,9 @@ def _inspect_full(spec: TableSpec, line: bytes) -> LineInfo | Rejection:
     try:
         envelope = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        return Rejection("malformed", str(exc))
+        envelope = _beyond_a_double(line, exc)
+        if envelope is _MISSING:
+            return Rejection("malformed", str(exc))
     if type(envelope) is not dict:
         return Rejection("malformed", f"top-level JSON value is {_type_name(envelope)}, not an object")
     block_number = envelope.get("block_number", _MISSING)
@@ -217,6 +220,32 @@ def _inspect_full(spec: TableSpec, line: bytes) -> LineInfo | Rejection:
         n_events=len(events),
         block_time=block_time if type(block_time) is str else None,
     )
+
+
+_ORJSON_INFINITY = "number is infinity when parsed as double"
+
+
+def _beyond_a_double(line: bytes, error: orjson.JSONDecodeError) -> Any:
+    """The line parsed by the standard library when orjson's complaint is only a number beyond a
+    double's range (``1e400``): that is JSON all the same, and the fast path, which skips the values
+    it does not read, takes such a line. ``_MISSING`` when the line is not JSON for another reason
+    (``NaN``/``Infinity`` literals, which the standard library would take, are refused)."""
+    if not str(error).startswith(_ORJSON_INFINITY):
+        return _MISSING
+    try:
+        return json.loads(line, parse_constant=_refuse_constant, parse_int=_int_as_orjson)
+    except (ValueError, RecursionError):
+        return _MISSING
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _int_as_orjson(text: str) -> int | float:
+    """An integer as orjson reads it: exact within 64 bits (signed or not), a float beyond."""
+    value = int(text)
+    return value if -(2**63) <= value < 2**64 else float(text)
 
 
 def _coin_of(location: CoinLocation, event: Any) -> str | None:
