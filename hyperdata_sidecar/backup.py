@@ -51,7 +51,7 @@ import stat
 from importlib.metadata import entry_points
 from pathlib import Path, PurePosixPath
 
-from hyperdata_sidecar.config import BACKUP_SINK_GROUP, ConfigError, backup_sink_names
+from hyperdata_sidecar.config import BACKUP_SINK_GROUP, ConfigError, Settings, backup_sink_names
 
 _CHUNK_BYTES = 4 * 1024 * 1024
 _TEMP_SUFFIX = ".partial"
@@ -109,12 +109,13 @@ class BackupSink(abc.ABC):
     A sink is a plug-in: its class is registered in the ``hyperdata_sidecar.backup_sinks``
     entry-point group under its ``name``, and ``BACKUP_SINK=<name>`` selects it. Its lifecycle:
 
-    ``create(backup_dir)``
+    ``from_settings(settings)``
         Called once, when the sidecar is installed on its Faust app (before the worker connects to
-        Kafka), with ``BACKUP_DIR``, which a sink that stores elsewhere ignores. Returns the sink.
-        Raises ``ConfigError`` naming the setting when the sink's own configuration is missing or
-        invalid; the worker then stops with that one line (exit 2), as it does for any other
-        exception here, reported as a ``BACKUP_SINK`` error.
+        Kafka), with the sidecar's ``Settings``. Returns the sink. The default calls
+        ``create(settings.backup_dir)``, which a plug-in overrides (``BACKUP_DIR``, which a sink
+        that stores elsewhere ignores). Either raises ``ConfigError`` naming the setting when the
+        sink's own configuration is missing or invalid; the worker then stops with that one line
+        (exit 2), as it does for any other exception here, reported as a ``BACKUP_SINK`` error.
     ``find_existing(relpath, sha256)``
         Called by the backup agent for each sealed file before ``backup()``, to tell a no-op from a
         fresh copy. Returns the ref of a copy already stored under ``relpath`` with ``sha256``, else
@@ -138,6 +139,11 @@ class BackupSink(abc.ABC):
     #: The running attempt's progress (:class:`BackupProgress`), replaced by the agent before each
     #: ``backup()``; a sink that can tell calls ``self.progress.advance(nbytes)``.
     progress: BackupProgress = BackupProgress()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BackupSink:
+        """Build the sink from the sidecar's settings; see the class contract."""
+        return cls.create(settings.backup_dir)
 
     @classmethod
     def create(cls, backup_dir: Path) -> BackupSink:
@@ -409,13 +415,13 @@ def _error(err: OSError, *, on_source: bool, what: str) -> BackupError:
 # -- selection --------------------------------------------------------------------------------
 
 
-def make_sink(name: str, backup_dir: Path) -> BackupSink:
-    """The sink registered as ``name`` in the ``hyperdata_sidecar.backup_sinks`` entry points, created
-    for ``backup_dir``.
+def make_sink(name: str, settings: Settings) -> BackupSink:
+    """The sink registered as ``name`` in the ``hyperdata_sidecar.backup_sinks`` entry points, built
+    from ``settings``.
 
     Raises ``ConfigError`` for ``BACKUP_SINK`` when no distribution or more than one registers
     ``name``, when the entry point cannot be loaded or is not a ``BackupSink`` class whose ``name``
-    is ``name``, or when its ``create()`` fails with anything but a ``ConfigError`` of its own.
+    is ``name``, or when its ``from_settings()`` fails with anything but a ``ConfigError`` of its own.
     """
     found = list(entry_points(group=BACKUP_SINK_GROUP, name=name))
     if not found:
@@ -434,7 +440,7 @@ def make_sink(name: str, backup_dir: Path) -> BackupSink:
     if getattr(sink_class, "name", None) != name:
         raise ConfigError("BACKUP_SINK", f"sink {name!r} ({entry.value}) names itself {getattr(sink_class, 'name', None)!r}")
     try:
-        return sink_class.create(Path(backup_dir))
+        return sink_class.from_settings(settings)
     except ConfigError:
         raise
     except Exception as exc:
