@@ -2,40 +2,42 @@
 
 The backup agent hands every sealed file to one ``BackupSink``: the one registered under the name
 ``BACKUP_SINK`` in the ``hyperdata_sidecar.backup_sinks`` entry-point group. This project registers
-two (``pyproject.toml``):
+three (``pyproject.toml``):
 
 * ``local`` (``LocalBackupSink``) copies it to ``BACKUP_DIR/<relative path>``, atomically and verified;
+* ``object_store`` (``ObjectStoreBackupSink`` in :mod:`hyperdata_sidecar.object_store_sink`, with the
+  ``object-store`` extra) uploads it to S3, an S3-compatible store or GCS;
 * ``none`` (``NoBackupSink``) disables backups.
 
 A sink never deletes or alters the source file, and ``LocalBackupSink`` never writes outside
 ``BACKUP_DIR``: relative paths are normalized, and no symlink below ``BACKUP_DIR`` is followed.
 
-Writing an S3/GCS sink
-----------------------
-This repository carries no cloud SDKs; a cloud sink is a distribution of its own, installed in the
-sidecar's environment. ``tests/integration/sink_plugin/`` is a complete one (a test installs it).
+Writing a sink of your own
+--------------------------
+A sink for another store is a distribution of its own, installed in the sidecar's environment.
+``tests/integration/sink_plugin/`` is a complete one (a test installs it), and the shipped
+``object_store`` sink is the model of one that uploads (checksums sent, ``sha256`` metadata, the
+store's errors mapped to ``REASONS``, reads in a thread).
 
-1. Subclass ``BackupSink`` (its docstring is the contract), set ``name`` (e.g. ``"s3"``) and
-   implement ``backup()``: upload ``local_path`` to ``<prefix>/<relpath>``, send ``sha256`` along
-   (S3 ``x-amz-checksum-sha256`` or object metadata, a GCS ``crc32c``/``md5`` check plus ``sha256``
-   metadata) so the store verifies what it received, and return the object URL
-   (``s3://bucket/key``) as the remote ref.
-2. Keep the contract: an object already present with metadata ``sha256`` equal to the expected one
-   is a no-op returning the same ref; every failure is a ``BackupError`` with one of the
-   ``REASONS`` (throttling and network errors are ``io_error``: the agent retries with backoff).
-3. Run blocking SDK calls in a thread (``asyncio.to_thread``) or use the SDK's async client; a
-   multi-GB upload must not stall the event loop that tails the node's files.
-4. Optionally override ``find_existing()`` with a cheap metadata lookup (``HEAD`` object) so the
-   agent can count no-op backups.
-5. Override ``create()`` to read the sink's own settings (bucket, prefix) from the environment —
-   ``faust.ini`` accepts only the sidecar's keys — and raise ``ConfigError`` naming the one that is
-   missing or wrong. Credentials come from the SDK's usual chain and are never logged.
+1. Subclass ``BackupSink`` (its docstring is the contract), set ``name`` and implement
+   ``backup()``: copy ``local_path`` under ``relpath``, check it against ``sha256``, and return a
+   URL naming the copy as the remote ref.
+2. Keep the contract: a copy already present with the expected ``sha256`` is a no-op returning the
+   same ref; every failure is a ``BackupError`` with one of the ``REASONS`` (throttling and network
+   errors are ``io_error``: the agent retries with backoff).
+3. Run blocking calls in a thread (``asyncio.to_thread``) or use an async client; a multi-GB
+   upload must not stall the event loop that tails the node's files.
+4. Optionally override ``find_existing()`` with a cheap metadata lookup so the agent can count
+   no-op backups.
+5. Override ``create()`` to read the sink's own settings from the environment — ``faust.ini``
+   accepts only the sidecar's keys — and raise ``ConfigError`` naming the one that is missing or
+   wrong. Credentials come from the client's usual chain and are never logged.
 6. Register the class in the distribution's ``pyproject.toml``, under the name it sets::
 
        [project.entry-points."hyperdata_sidecar.backup_sinks"]
-       s3 = "acme_backup_s3:S3BackupSink"
+       acme = "acme_backup:AcmeBackupSink"
 
-   then ``pip install`` it next to the sidecar (or in a layer on its image) and set ``BACKUP_SINK=s3``.
+   then ``pip install`` it next to the sidecar (or in a layer on its image) and set ``BACKUP_SINK=acme``.
 """
 
 from __future__ import annotations

@@ -45,7 +45,6 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,12 +84,10 @@ class ObjectStoreBackupSink(BackupSink):
         location: ObjectLocation,
         *,
         max_bytes_per_s: int = 0,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.location = location
         self.max_bytes_per_s = max_bytes_per_s
-        self.clock = clock
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ObjectStoreBackupSink:
@@ -130,7 +127,10 @@ class ObjectStoreBackupSink(BackupSink):
 
     async def _upload(self, fd: int, local_path: Path, key: str, ref: str, sha256: str) -> int:
         """Upload the file open as ``fd``; returns the bytes sent. Raises ``BackupError``."""
-        plan = UploadPlan.for_size(os.fstat(fd).st_size)
+        try:
+            plan = UploadPlan.for_size(os.fstat(fd).st_size)
+        except ValueError as exc:
+            raise BackupError("io_error", f"cannot upload {local_path}: {exc}") from exc
         chunks = SourceChunks(fd, local_path, sha256, self._pacing(), self.progress)
         try:
             await self.store.put_async(
@@ -160,20 +160,18 @@ class ObjectStoreBackupSink(BackupSink):
         return head.attributes.get(SHA256_METADATA, "").lower(), head.meta["size"]
 
     def _pacing(self) -> Pacing | None:
-        if not self.max_bytes_per_s:
-            return None
-        return Pacing(TokenBucket(self.max_bytes_per_s, READ_CHUNK_BYTES, self.clock()), self.clock)
+        return Pacing(self.max_bytes_per_s) if self.max_bytes_per_s else None
 
 
 class Pacing:
-    """The bandwidth limit of one upload: the wait before each chunk, from a token bucket."""
+    """The bandwidth limit of one upload: the wait before each chunk, from a token bucket that
+    lets one chunk go at once."""
 
-    def __init__(self, bucket: TokenBucket, clock: Callable[[], float]) -> None:
-        self.bucket = bucket
-        self.clock = clock
+    def __init__(self, bytes_per_s: int) -> None:
+        self.bucket = TokenBucket(bytes_per_s, READ_CHUNK_BYTES, time.monotonic())
 
     async def before(self, nbytes: int) -> None:
-        wait = self.bucket.take(nbytes, self.clock())
+        wait = self.bucket.take(nbytes, time.monotonic())
         if wait > 0:
             await asyncio.sleep(wait)
 
@@ -235,7 +233,8 @@ def store_error(exc: BaseException, what: str) -> BackupError:
     Refused credentials (401) and permissions (403), and a bucket that does not exist (404 on a
     write), are ``permission``: one line that names the operation and the store's error code, never
     the error's text, which may quote the access key's id. Everything else (throttling, 5xx after
-    the client's retries, timeouts, the network) is ``io_error``.
+    the client's retries, timeouts, the network, an upload the store no longer knows) is
+    ``io_error``.
     """
     from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
 
@@ -244,7 +243,7 @@ def store_error(exc: BaseException, what: str) -> BackupError:
     named = f" ({code.group(1)})" if code else ""
     if isinstance(exc, UnauthenticatedError | PermissionDeniedError):
         return BackupError("permission", f"{what}: the store refused the credentials or their permissions{named}")
-    if isinstance(exc, FileNotFoundError):
+    if isinstance(exc, FileNotFoundError) and (code is None or code.group(1) == "NoSuchBucket"):
         return BackupError("permission", f"{what}: the bucket does not exist{named}")
     first_line = " ".join(text.split())[:300]
     return BackupError("io_error", f"{what}: {type(exc).__name__}: {first_line}")

@@ -44,6 +44,7 @@ def test_a_missing_bucket_is_permission_saying_so():
 @pytest.mark.parametrize(
     "exc",
     [
+        FileNotFoundError("Object at location hl/13 not found: <Code>NoSuchUpload</Code>"),
         GenericError(
             "Generic S3 error: Error after 3 retries in 1.4s,\n  max_retries:3: HTTP status server error (503 Slow Down)"
         ),
