@@ -245,8 +245,9 @@ def store_error(exc: BaseException, what: str) -> BackupError:
         return BackupError("permission", f"{what}: the store refused the credentials or their permissions{named}")
     if isinstance(exc, FileNotFoundError) and (code is None or code.group(1) == "NoSuchBucket"):
         return BackupError("permission", f"{what}: the bucket does not exist{named}")
-    first_line = " ".join(text.split())[:300]
-    return BackupError("io_error", f"{what}: {type(exc).__name__}: {first_line}")
+    # The client's text ends in a debug dump of the same error: the line keeps what comes before.
+    summary = " ".join(text.split(" Debug source:")[0].split())[:300]
+    return BackupError("io_error", f"{what}: {type(exc).__name__}: {summary}")
 
 
 def open_store(target: ObjectStoreTarget) -> S3Store | GCSStore:

@@ -61,7 +61,10 @@ class MotoS3:
 
     def require_authentication(self) -> None:
         """From now on every request must be signed by a known access key allowed the action."""
-        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset-auth", data=b"0", method="POST")
+        # Not form-encoded: moto reads the count from the raw body, which Flask empties for a form.
+        request = urllib.request.Request(
+            f"{self.endpoint}/moto-api/reset-auth", data=b"0", method="POST", headers={"Content-Type": "text/plain"}
+        )
         with urllib.request.urlopen(request, timeout=10):
             pass
 

@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -221,11 +222,11 @@ async def test_a_missing_bucket_is_permission_naming_it(s3_server: MotoS3, s3_bu
     assert str(err.value) == f"permission: upload to s3://no-such-bucket/{KEY}: the bucket does not exist (NoSuchBucket)"
 
 
-@pytest.fixture
-def authenticating_s3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[MotoS3, str, dict[str, str]]:
+@pytest.fixture(scope="module")
+def authenticating_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MotoS3, str, dict[str, str]]]:
     """A server of its own that authenticates every request, with a bucket and a user allowed only
     to read it; returns the server, the bucket and the reader's key and secret."""
-    server = MotoS3(tmp_path)
+    server = MotoS3(tmp_path_factory.mktemp("moto-auth"))
     server.start()
     iam = server.client("iam")
     server.client().create_bucket(Bucket="guarded")
@@ -237,8 +238,6 @@ def authenticating_s3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[
     )
     created = iam.create_access_key(UserName="reader")["AccessKey"]
     server.require_authentication()
-    for name, value in credentials_env().items():
-        monkeypatch.setenv(name, value)
     yield server, "guarded", {"key": created["AccessKeyId"], "secret": created["SecretAccessKey"]}
     server.stop()
 
@@ -253,8 +252,8 @@ async def test_refused_credentials_are_permission_in_one_line_naming_no_secret(
         "wrong secret": (reader["key"], "not-the-readers-secret"),
         "no write permission": (reader["key"], reader["secret"]),
     }[who]
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    for name, value in credentials_env(key, secret).items():
+        monkeypatch.setenv(name, value)
     path, digest = source(tmp_path, 1000)
 
     with pytest.raises(BackupError) as err:
