@@ -22,6 +22,7 @@ import pytest
 
 from hyperdata_sidecar.backup import BackupError, BackupProgress
 from hyperdata_sidecar.config import load_settings
+from hyperdata_sidecar.core.upload_plan import MAX_OBJECT_BYTES
 from hyperdata_sidecar.object_store_sink import PARTS_IN_FLIGHT, READ_CHUNK_BYTES, ObjectStoreBackupSink
 
 from moto_s3 import MotoS3, credentials_env
@@ -184,6 +185,20 @@ async def test_a_source_that_is_gone_is_source_missing(s3_server: MotoS3, s3_buc
         await sink(s3_server.endpoint, s3_bucket).backup(tmp_path / "gone", relpath=RELPATH, sha256="0" * 64)
 
     assert err.value.reason == "source_missing"
+
+
+async def test_a_file_larger_than_an_object_can_be_is_refused_before_anything_is_sent(
+    s3_server: MotoS3, s3_bucket: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "13"
+    with open(path, "wb") as sparse:
+        sparse.truncate(MAX_OBJECT_BYTES + 1)  # sparse: nothing is written, or read
+
+    with pytest.raises(BackupError) as err:
+        await sink(s3_server.endpoint, s3_bucket).backup(path, relpath=RELPATH, sha256="0" * 64)
+
+    assert err.value.reason == "io_error" and "more than an object can hold" in err.value.message
+    assert keys(s3_server, s3_bucket) == [] and open_uploads(s3_server, s3_bucket) == []
 
 
 async def test_a_part_refused_once_is_sent_again_and_the_object_completes(
