@@ -20,17 +20,19 @@ How a file goes up:
   cover the transfer.
 * The sidecar's own sha256 of the bytes sent is compared with the seal's once the last byte is
   read, before the upload is completed; a mismatch fails the iterator instead of ending it, so
-  obstore aborts the upload and no object is completed (``hash_mismatch``). The digest is stored as the object's metadata ``sha256``
-  (``x-amz-meta-sha256``, ``x-goog-meta-sha256``), and a HEAD after the upload checks the object's
-  size and metadata.
+  obstore aborts the upload and no object is completed (``hash_mismatch``). The digest is stored as
+  the object's metadata ``sha256`` (``x-amz-meta-sha256``, ``x-goog-meta-sha256``), and a HEAD
+  after the upload checks the object's size and metadata.
 * An object already stored with metadata ``sha256`` equal to the seal's is a no-op.
+* The attempt's progress (``BackupProgress``) counts the bytes handed to the upload: at most the
+  parts in flight ahead of what the store has acknowledged.
 
 A restart in the middle of an upload starts it again from the first byte. obstore exposes neither
 the upload id nor the parts already stored, so an upload cannot be resumed; a failed attempt aborts
 its upload (obstore calls AbortMultipartUpload), and one that is killed leaves an incomplete upload
 that only ``ListMultipartUploads`` shows. Nothing partial is ever visible as an object: the object
 appears whole when the upload completes. The bucket's lifecycle rule
-``AbortIncompleteMultipartUpload`` (README) deletes the parts left behind.
+``AbortIncompleteMultipartUpload`` (README, docs/operations.md) deletes the parts left behind.
 
 Every failure is a :class:`~hyperdata_sidecar.backup.BackupError`: refused credentials or
 permissions, and a bucket that does not exist, are ``permission``; throttling, server errors and the
