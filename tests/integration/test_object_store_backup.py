@@ -14,8 +14,9 @@ import pytest
 
 from hyperdata_sidecar.core.tables import TABLES
 
+from drill_kit import metric_value
 from moto_s3 import MotoS3, credentials_env
-from sidecar_run import write_corpus
+from sidecar_run import Sidecar, write_corpus
 from worker_process import FAUST, SIDECAR_APP, WorkerProcess, sidecar_env
 
 HOURS = 2
@@ -83,6 +84,47 @@ def test_the_status_json_shows_the_object_store_target(s3_worker: WorkerProcess)
 
     assert config["backup_sink"] == "object_store"
     assert config["backup_store"]["url"] == s3_worker.env["BACKUP_URL"]
+
+
+async def test_while_the_bucket_is_missing_every_file_is_parked_as_permission_then_a_retry_backs_it_up(
+    s3_server: MotoS3, kafka_bootstrap: str, unique_topic_prefix: str, tmp_path: Path
+) -> None:
+    bucket = f"t-{uuid.uuid4().hex[:12]}"  # not made yet
+    sidecar = Sidecar(
+        tmp_path,
+        kafka_bootstrap,
+        unique_topic_prefix,
+        BACKUP_SINK="object_store",
+        BACKUP_URL=f"s3://{bucket}/{PREFIX}",
+        BACKUP_ENDPOINT=s3_server.endpoint,
+        BACKUP_PATH_STYLE="true",
+        BACKUP_MAX_TRIES="2",
+        **credentials_env(),
+    )
+    write_corpus(sidecar.watch, hours=HOURS, lines=300)
+    finished = len(TABLES) * (HOURS - 1)
+    worker = sidecar.start()
+    try:
+        await sidecar.until_events("backup_parked", finished)
+        await worker.until(lambda: metric_value(worker, "hyperdata_sidecar_backups_parked") == finished, "the parked gauge")
+        failed = metric_value(worker, "hyperdata_sidecar_backups_total", result="failed")
+        s3_server.client().create_bucket(Bucket=bucket)  # the operator makes the bucket, then asks again
+        path = sidecar.events("backup_parked")[0]["path"]
+        asked = subprocess.run(
+            [FAUST, "-A", SIDECAR_APP, "backup-retry", path], cwd=worker.cwd, env=worker.env, capture_output=True, text=True
+        )
+        await sidecar.until_events("backup")
+    finally:
+        assert worker.stop() == 0
+    parked = sidecar.events("backup_parked")
+    assert all((e["attempts"], e["reason"]) == (2, "permission") for e in parked)
+    assert all(
+        e["error"] == f"permission: upload to s3://{bucket}/{PREFIX}/{e['path']}: the bucket does not exist (NoSuchBucket)"
+        for e in parked
+    )
+    assert failed == 2 * finished
+    assert asked.returncode == 0, asked.stderr
+    assert [e["ref"] for e in sidecar.events("backup")] == [f"s3://{bucket}/{PREFIX}/{path}"]
 
 
 def test_a_worker_without_its_bucket_url_stops_with_one_line(tmp_path: Path) -> None:
