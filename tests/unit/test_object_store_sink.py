@@ -1,6 +1,6 @@
 """The object-store sink's logic that needs no server: how the store's errors become backup
 failures, how the source is read and checked, and how the sink is built from the settings. Its
-uploads are tested against a real server in tests/integration/test_object_store_sink.py."""
+uploads are tested against a real server in tests/integration/test_object_store_uploads.py."""
 
 from __future__ import annotations
 
