@@ -243,18 +243,20 @@ def authenticating_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     to read it; returns the server, the bucket and the reader's key and secret."""
     server = MotoS3(tmp_path_factory.mktemp("moto-auth"))
     server.start()
-    iam = server.client("iam")
-    server.client().create_bucket(Bucket="guarded")
-    iam.create_user(UserName="reader")
-    iam.put_user_policy(
-        UserName="reader",
-        PolicyName="read",
-        PolicyDocument='{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"}]}',
-    )
-    created = iam.create_access_key(UserName="reader")["AccessKey"]
-    server.require_authentication()
-    yield server, "guarded", {"key": created["AccessKeyId"], "secret": created["SecretAccessKey"]}
-    server.stop()
+    try:
+        iam = server.client("iam")
+        server.client().create_bucket(Bucket="guarded")
+        iam.create_user(UserName="reader")
+        iam.put_user_policy(
+            UserName="reader",
+            PolicyName="read",
+            PolicyDocument='{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"}]}',
+        )
+        created = iam.create_access_key(UserName="reader")["AccessKey"]
+        server.require_authentication()
+        yield server, "guarded", {"key": created["AccessKeyId"], "secret": created["SecretAccessKey"]}
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("who", ["unknown key", "wrong secret", "no write permission"])
