@@ -2,40 +2,42 @@
 
 The backup agent hands every sealed file to one ``BackupSink``: the one registered under the name
 ``BACKUP_SINK`` in the ``hyperdata_sidecar.backup_sinks`` entry-point group. This project registers
-two (``pyproject.toml``):
+three (``pyproject.toml``):
 
 * ``local`` (``LocalBackupSink``) copies it to ``BACKUP_DIR/<relative path>``, atomically and verified;
+* ``object_store`` (``ObjectStoreBackupSink`` in :mod:`hyperdata_sidecar.object_store_sink`, with the
+  ``object-store`` extra) uploads it to S3, an S3-compatible store or GCS;
 * ``none`` (``NoBackupSink``) disables backups.
 
 A sink never deletes or alters the source file, and ``LocalBackupSink`` never writes outside
 ``BACKUP_DIR``: relative paths are normalized, and no symlink below ``BACKUP_DIR`` is followed.
 
-Writing an S3/GCS sink
-----------------------
-This repository carries no cloud SDKs; a cloud sink is a distribution of its own, installed in the
-sidecar's environment. ``tests/integration/sink_plugin/`` is a complete one (a test installs it).
+Writing a sink of your own
+--------------------------
+A sink for another store is a distribution of its own, installed in the sidecar's environment.
+``tests/integration/sink_plugin/`` is a complete one (a test installs it), and the shipped
+``object_store`` sink is the model of one that uploads (checksums sent, ``sha256`` metadata, the
+store's errors mapped to ``REASONS``, reads in a thread).
 
-1. Subclass ``BackupSink`` (its docstring is the contract), set ``name`` (e.g. ``"s3"``) and
-   implement ``backup()``: upload ``local_path`` to ``<prefix>/<relpath>``, send ``sha256`` along
-   (S3 ``x-amz-checksum-sha256`` or object metadata, a GCS ``crc32c``/``md5`` check plus ``sha256``
-   metadata) so the store verifies what it received, and return the object URL
-   (``s3://bucket/key``) as the remote ref.
-2. Keep the contract: an object already present with metadata ``sha256`` equal to the expected one
-   is a no-op returning the same ref; every failure is a ``BackupError`` with one of the
-   ``REASONS`` (throttling and network errors are ``io_error``: the agent retries with backoff).
-3. Run blocking SDK calls in a thread (``asyncio.to_thread``) or use the SDK's async client; a
-   multi-GB upload must not stall the event loop that tails the node's files.
-4. Optionally override ``find_existing()`` with a cheap metadata lookup (``HEAD`` object) so the
-   agent can count no-op backups.
-5. Override ``create()`` to read the sink's own settings (bucket, prefix) from the environment —
-   ``faust.ini`` accepts only the sidecar's keys — and raise ``ConfigError`` naming the one that is
-   missing or wrong. Credentials come from the SDK's usual chain and are never logged.
+1. Subclass ``BackupSink`` (its docstring is the contract), set ``name`` and implement
+   ``backup()``: copy ``local_path`` under ``relpath``, check it against ``sha256``, and return a
+   URL naming the copy as the remote ref.
+2. Keep the contract: a copy already present with the expected ``sha256`` is a no-op returning the
+   same ref; every failure is a ``BackupError`` with one of the ``REASONS`` (throttling and network
+   errors are ``io_error``: the agent retries with backoff).
+3. Run blocking calls in a thread (``asyncio.to_thread``) or use an async client; a multi-GB
+   upload must not stall the event loop that tails the node's files.
+4. Optionally override ``find_existing()`` with a cheap metadata lookup so the agent can count
+   no-op backups.
+5. Override ``create()`` to read the sink's own settings from the environment — ``faust.ini``
+   accepts only the sidecar's keys — and raise ``ConfigError`` naming the one that is missing or
+   wrong. Credentials come from the client's usual chain and are never logged.
 6. Register the class in the distribution's ``pyproject.toml``, under the name it sets::
 
        [project.entry-points."hyperdata_sidecar.backup_sinks"]
-       s3 = "acme_backup_s3:S3BackupSink"
+       acme = "acme_backup:AcmeBackupSink"
 
-   then ``pip install`` it next to the sidecar (or in a layer on its image) and set ``BACKUP_SINK=s3``.
+   then ``pip install`` it next to the sidecar (or in a layer on its image) and set ``BACKUP_SINK=acme``.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ import stat
 from importlib.metadata import entry_points
 from pathlib import Path, PurePosixPath
 
-from hyperdata_sidecar.config import BACKUP_SINK_GROUP, ConfigError, backup_sink_names
+from hyperdata_sidecar.config import BACKUP_SINK_GROUP, ConfigError, Settings, backup_sink_names
 
 _CHUNK_BYTES = 4 * 1024 * 1024
 _TEMP_SUFFIX = ".partial"
@@ -109,12 +111,13 @@ class BackupSink(abc.ABC):
     A sink is a plug-in: its class is registered in the ``hyperdata_sidecar.backup_sinks``
     entry-point group under its ``name``, and ``BACKUP_SINK=<name>`` selects it. Its lifecycle:
 
-    ``create(backup_dir)``
+    ``from_settings(settings)``
         Called once, when the sidecar is installed on its Faust app (before the worker connects to
-        Kafka), with ``BACKUP_DIR``, which a sink that stores elsewhere ignores. Returns the sink.
-        Raises ``ConfigError`` naming the setting when the sink's own configuration is missing or
-        invalid; the worker then stops with that one line (exit 2), as it does for any other
-        exception here, reported as a ``BACKUP_SINK`` error.
+        Kafka), with the sidecar's ``Settings``. Returns the sink. The default calls
+        ``create(settings.backup_dir)``, which a plug-in overrides (``BACKUP_DIR``, which a sink
+        that stores elsewhere ignores). Either raises ``ConfigError`` naming the setting when the
+        sink's own configuration is missing or invalid; the worker then stops with that one line
+        (exit 2), as it does for any other exception here, reported as a ``BACKUP_SINK`` error.
     ``find_existing(relpath, sha256)``
         Called by the backup agent for each sealed file before ``backup()``, to tell a no-op from a
         fresh copy. Returns the ref of a copy already stored under ``relpath`` with ``sha256``, else
@@ -138,6 +141,11 @@ class BackupSink(abc.ABC):
     #: The running attempt's progress (:class:`BackupProgress`), replaced by the agent before each
     #: ``backup()``; a sink that can tell calls ``self.progress.advance(nbytes)``.
     progress: BackupProgress = BackupProgress()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BackupSink:
+        """Build the sink from the sidecar's settings; see the class contract."""
+        return cls.create(settings.backup_dir)
 
     @classmethod
     def create(cls, backup_dir: Path) -> BackupSink:
@@ -409,13 +417,13 @@ def _error(err: OSError, *, on_source: bool, what: str) -> BackupError:
 # -- selection --------------------------------------------------------------------------------
 
 
-def make_sink(name: str, backup_dir: Path) -> BackupSink:
-    """The sink registered as ``name`` in the ``hyperdata_sidecar.backup_sinks`` entry points, created
-    for ``backup_dir``.
+def make_sink(name: str, settings: Settings) -> BackupSink:
+    """The sink registered as ``name`` in the ``hyperdata_sidecar.backup_sinks`` entry points, built
+    from ``settings``.
 
     Raises ``ConfigError`` for ``BACKUP_SINK`` when no distribution or more than one registers
     ``name``, when the entry point cannot be loaded or is not a ``BackupSink`` class whose ``name``
-    is ``name``, or when its ``create()`` fails with anything but a ``ConfigError`` of its own.
+    is ``name``, or when its ``from_settings()`` fails with anything but a ``ConfigError`` of its own.
     """
     found = list(entry_points(group=BACKUP_SINK_GROUP, name=name))
     if not found:
@@ -434,7 +442,7 @@ def make_sink(name: str, backup_dir: Path) -> BackupSink:
     if getattr(sink_class, "name", None) != name:
         raise ConfigError("BACKUP_SINK", f"sink {name!r} ({entry.value}) names itself {getattr(sink_class, 'name', None)!r}")
     try:
-        return sink_class.create(Path(backup_dir))
+        return sink_class.from_settings(settings)
     except ConfigError:
         raise
     except Exception as exc:

@@ -16,6 +16,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from hyperdata_sidecar.core.object_location import ObjectLocation
 from hyperdata_sidecar.core.tables import TABLES, TableSpec
 from hyperdata_sidecar.engines import ENGINE_CHOICES
 from hyperdata_sidecar.topics import ContractError, load_contract
@@ -47,6 +48,11 @@ DEFAULTS: dict[str, str] = {
     "BACKUP_SINK": "local",
     "BACKUP_DIR": "/backups",
     "BACKUP_MAX_TRIES": "20",
+    "BACKUP_URL": "",
+    "BACKUP_ENDPOINT": "",
+    "BACKUP_REGION": "",
+    "BACKUP_PATH_STYLE": "false",
+    "BACKUP_MAX_BYTES_PER_S": "0",
     "NODE_ID": "",
     "NODE_ID_REQUIRED": "false",
     "WEB_BIND": "127.0.0.1",
@@ -130,6 +136,27 @@ class KafkaSecurity:
 
 
 @dataclass(frozen=True)
+class ObjectStoreTarget:
+    """Where ``BACKUP_SINK=object_store`` uploads, and how fast. Credentials are not settings: the
+    store's client reads them from its standard chain."""
+
+    location: ObjectLocation  # BACKUP_URL
+    endpoint: str = ""  # BACKUP_ENDPOINT: an S3-compatible server's URL, or a GCS emulator's; "" for the cloud's own
+    region: str = ""  # BACKUP_REGION (S3); "" for the client's default
+    path_style: bool = False  # BACKUP_PATH_STYLE: https://host/bucket/key instead of https://bucket.host/key (S3)
+    max_bytes_per_s: int = 0  # BACKUP_MAX_BYTES_PER_S; 0: no limit
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "url": str(self.location),
+            "endpoint": self.endpoint,
+            "region": self.region,
+            "path_style": self.path_style,
+            "max_bytes_per_s": self.max_bytes_per_s,
+        }
+
+
+@dataclass(frozen=True)
 class Settings:
     """The sidecar's effective configuration."""
 
@@ -153,6 +180,7 @@ class Settings:
     backup_sink: str
     backup_dir: Path
     backup_max_tries: int
+    backup_store: ObjectStoreTarget | None  # BACKUP_SINK=object_store's target; None for the other sinks
     node_id: str
     node_id_from_host_name: bool  # NODE_ID was not set
     node_id_required: bool
@@ -204,6 +232,7 @@ class Settings:
             "web": f"{self.web_bind}:{self.web_port}",
             "engine": self.engine,
             "security_protocol": self.security.protocol,
+            **({"backup_store": self.backup_store.summary()} if self.backup_store else {}),
         }
 
 
@@ -271,6 +300,7 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         backup_sink=_backup_sink(raw),
         backup_dir=Path(_nonempty(raw, "BACKUP_DIR")),
         backup_max_tries=_positive_int(raw, "BACKUP_MAX_TRIES"),
+        backup_store=_backup_store(raw),
         node_id=_node_id(raw["NODE_ID"]),
         node_id_from_host_name=not raw["NODE_ID"].strip(),
         node_id_required=_bool(raw, "NODE_ID_REQUIRED"),
@@ -371,6 +401,34 @@ def _backup_sink(raw: Mapping[str, str]) -> str:
             f"no backup sink is registered in entry-point group {BACKUP_SINK_GROUP}: is hyperdata-sidecar installed?",
         )
     return _choice(raw, "BACKUP_SINK", names)
+
+
+def _backup_store(raw: Mapping[str, str]) -> ObjectStoreTarget | None:
+    """The object store's settings, read (and checked) only when ``BACKUP_SINK=object_store``."""
+    if raw["BACKUP_SINK"].strip() != "object_store":
+        return None
+    url = raw["BACKUP_URL"].strip()
+    if not url:
+        raise ConfigError("BACKUP_URL", "required with BACKUP_SINK=object_store: s3://bucket/prefix or gs://bucket/prefix")
+    try:
+        location = ObjectLocation.parse(url)
+    except ValueError as exc:
+        raise ConfigError("BACKUP_URL", str(exc)) from None
+    endpoint = raw["BACKUP_ENDPOINT"].strip().rstrip("/")
+    if endpoint and not endpoint.startswith(("https://", "http://")):
+        raise ConfigError("BACKUP_ENDPOINT", f"must be an http:// or https:// URL (got {endpoint!r})")
+    target = ObjectStoreTarget(
+        location=location,
+        endpoint=endpoint,
+        region=raw["BACKUP_REGION"].strip(),
+        path_style=_bool(raw, "BACKUP_PATH_STYLE"),
+        max_bytes_per_s=_non_negative_int(raw, "BACKUP_MAX_BYTES_PER_S"),
+    )
+    if location.scheme == "gs" and target.region:
+        raise ConfigError("BACKUP_REGION", "applies to s3:// only; a GCS bucket's location is its own")
+    if location.scheme == "gs" and target.path_style:
+        raise ConfigError("BACKUP_PATH_STYLE", "applies to s3:// only")
+    return target
 
 
 def _node_id(value: str) -> str:

@@ -116,7 +116,7 @@ class Sidecar:
         self.once = PublishOnce(dataplane, settings, readiness.lifecycle, shutdown, metrics, log)
         self.backup_worker = BackupWorker(
             settings=settings,
-            sink=make_sink(settings.backup_sink, settings.backup_dir),
+            sink=make_sink(settings.backup_sink, settings),
             tables=tables,
             attempts=self._topic("backup-attempts", "json"),
             writer=writer,

@@ -89,7 +89,7 @@ def test_the_status_json_lists_the_plugin_sinks_backups(cas_worker: WorkerProces
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"BACKUP_SINK": "nope"}, "BACKUP_SINK: must be one of broken, cas, local, none (got 'nope')"),
+        ({"BACKUP_SINK": "nope"}, "BACKUP_SINK: must be one of broken, cas, local, none, object_store (got 'nope')"),
         ({"BACKUP_SINK": "broken"}, "BACKUP_SINK: cannot load sink 'broken' (cas_sink_missing:Sink): ModuleNotFoundError"),
         ({"BACKUP_SINK": "cas", "CAS_SINK_ROOT": "objects"}, "CAS_SINK_ROOT: must be an absolute path (got 'objects')"),
     ],

@@ -22,7 +22,7 @@ from hyperdata_sidecar.backup import (
     make_sink,
     normalize_relpath,
 )
-from hyperdata_sidecar.config import BACKUP_SINK_GROUP, ConfigError
+from hyperdata_sidecar.config import BACKUP_SINK_GROUP, ConfigError, load_settings
 
 RELPATH = "node_fills_streaming/hourly/20260610/13"
 CONTENT = b'{"block_number":1,"events":[]}\n' * 5000
@@ -377,19 +377,19 @@ async def test_the_none_sink_returns_an_empty_ref_and_writes_nothing(source: Pat
 
 
 def test_make_sink_builds_the_local_sink_on_the_backup_dir(root: Path) -> None:
-    sink = make_sink("local", root)
+    sink = make_sink("local", load_settings({"BACKUP_DIR": str(root)}))
 
     assert isinstance(sink, LocalBackupSink)
     assert sink.root == root
 
 
 def test_make_sink_builds_the_disabled_sink() -> None:
-    assert isinstance(make_sink("none", Path("/unused")), NoBackupSink)
+    assert isinstance(make_sink("none", load_settings({})), NoBackupSink)
 
 
 def test_make_sink_names_the_valid_choices_for_an_unknown_sink() -> None:
     with pytest.raises(ConfigError, match=r"'s3'.*local, none") as err:
-        make_sink("s3", Path("/backups"))
+        make_sink("s3", load_settings({}))
 
     assert err.value.setting == "BACKUP_SINK"
 
@@ -400,6 +400,7 @@ def test_the_built_in_sinks_are_registered_as_entry_points_of_this_distribution(
     assert registered == {
         "local": "hyperdata_sidecar.backup:LocalBackupSink",
         "none": "hyperdata_sidecar.backup:NoBackupSink",
+        "object_store": "hyperdata_sidecar.object_store_sink:ObjectStoreBackupSink",
     }
 
 
@@ -428,7 +429,7 @@ def register(site: Path, dist: str, **sinks: str) -> None:
 
 def refusal(name: str) -> str:
     with pytest.raises(ConfigError) as err:
-        make_sink(name, Path("/backups"))
+        make_sink(name, load_settings({}))
     assert err.value.setting == "BACKUP_SINK"
     return str(err.value)
 

@@ -79,10 +79,10 @@ def test_an_unregistered_backup_sink_is_an_error_listing_the_registered_ones(tmp
     assert "local, none" in str(err.value) and "'s3'" in str(err.value)
 
 
-@pytest.mark.parametrize("sink", ["local", "none"])
+@pytest.mark.parametrize("sink", ["local", "none", "object_store"])
 def test_every_built_in_backup_sink_is_accepted(sink, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert load_settings({"BACKUP_SINK": sink}).backup_sink == sink
+    assert load_settings({"BACKUP_SINK": sink, "BACKUP_URL": "s3://bucket"}).backup_sink == sink
 
 
 def test_the_line_engine_is_chosen_automatically_unless_told(tmp_path, monkeypatch):
@@ -204,3 +204,71 @@ def test_repeated_client_log_lines_are_held_back_and_counted():
     assert repeats.filter(record("aiokafka", "Unable to update metadata"))
     assert repeats.filter(record("faust.app", "Unable connect to node %s"))  # other loggers pass
     assert repeats.filter(record("faust.app", "Unable connect to node %s"))
+
+
+# -- BACKUP_SINK=object_store's settings ------------------------------------------------------
+
+
+def test_the_object_store_settings_are_read_into_its_target(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(
+        {
+            "BACKUP_SINK": "object_store",
+            "BACKUP_URL": "s3://node-archive/hyperliquid/node-1/",
+            "BACKUP_ENDPOINT": "http://127.0.0.1:9000/",
+            "BACKUP_REGION": "eu-west-1",
+            "BACKUP_PATH_STYLE": "yes",
+            "BACKUP_MAX_BYTES_PER_S": "50000000",
+        }
+    )
+
+    target = settings.backup_store
+    assert target is not None
+    assert (target.location.scheme, target.location.bucket, target.location.prefix) == (
+        "s3",
+        "node-archive",
+        "hyperliquid/node-1",
+    )
+    assert (target.endpoint, target.region, target.path_style, target.max_bytes_per_s) == (
+        "http://127.0.0.1:9000",
+        "eu-west-1",
+        True,
+        50_000_000,
+    )
+    assert settings.public_summary()["backup_store"] == {
+        "url": "s3://node-archive/hyperliquid/node-1",
+        "endpoint": "http://127.0.0.1:9000",
+        "region": "eu-west-1",
+        "path_style": True,
+        "max_bytes_per_s": 50_000_000,
+    }
+
+
+def test_the_object_store_settings_are_not_read_for_another_sink(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings({"BACKUP_SINK": "local", "BACKUP_URL": "ftp://nowhere"})
+
+    assert settings.backup_store is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "setting", "problem"),
+    [
+        ({}, "BACKUP_URL", "required with BACKUP_SINK=object_store"),
+        ({"BACKUP_URL": "https://bucket/prefix"}, "BACKUP_URL", "must be s3://bucket/prefix or gs://bucket/prefix"),
+        ({"BACKUP_URL": "s3://Bucket_With_Capitals"}, "BACKUP_URL", "is not a bucket name"),
+        ({"BACKUP_URL": "s3://bucket/a/../b"}, "BACKUP_URL", "'..' segment"),
+        ({"BACKUP_URL": "s3://bucket", "BACKUP_ENDPOINT": "minio:9000"}, "BACKUP_ENDPOINT", "must be an http:// or https:// URL"),
+        ({"BACKUP_URL": "s3://bucket", "BACKUP_PATH_STYLE": "maybe"}, "BACKUP_PATH_STYLE", "must be true or false"),
+        ({"BACKUP_URL": "s3://bucket", "BACKUP_MAX_BYTES_PER_S": "-1"}, "BACKUP_MAX_BYTES_PER_S", "must not be negative"),
+        ({"BACKUP_URL": "gs://bucket", "BACKUP_REGION": "eu-west-1"}, "BACKUP_REGION", "applies to s3:// only"),
+        ({"BACKUP_URL": "gs://bucket", "BACKUP_PATH_STYLE": "true"}, "BACKUP_PATH_STYLE", "applies to s3:// only"),
+    ],
+)
+def test_a_wrong_object_store_setting_is_one_error_naming_it(overrides, setting, problem, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load_settings({"BACKUP_SINK": "object_store", **overrides})
+
+    assert err.value.setting == setting
+    assert problem in str(err.value) and "\n" not in str(err.value)
