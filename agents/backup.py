@@ -19,7 +19,9 @@ at once. Retry records carry the run id of the process that scheduled them; an e
 are skipped, since its restart already handed those files over again. An attempt for a revision
 that a later one replaces (the file grew after its seal) is skipped too, and a file that shrank or
 changed its first bytes after its seal is not tried at all (``failed`` at once, its sealed content
-is gone). The source is only ever read.
+is gone). The source is only ever read. The attempt running now is seen through
+:meth:`BackupWorker.running` (the status page shows its progress); each attempt's bytes and time
+are counted by sink and result when it ends.
 """
 
 from __future__ import annotations

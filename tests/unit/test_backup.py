@@ -266,6 +266,25 @@ async def test_any_other_error_of_the_kernel_copy_fails_the_attempt_and_leaves_n
     assert all_files(root) == []
 
 
+async def test_a_copy_that_reads_back_short_fails_as_io_error_and_leaves_nothing(
+    source: Path, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read = os.preadv
+
+    def short_copy(fd: int, buffers: list[bytearray], offset: int) -> int:
+        # The temp copy reads as ending early, as a file truncated under the sink would.
+        return 0 if os.readlink(f"/proc/self/fd/{fd}").endswith(".partial") else read(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", short_copy)
+
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "io_error"
+    assert "bytes short" in failure.value.message
+    assert all_files(root) == []
+
+
 async def test_a_full_disk_under_the_kernel_copy_is_no_space_and_leaves_no_temp_file(
     tmpfs: Callable[[str], Path],
 ) -> None:
