@@ -19,7 +19,9 @@ at once. Retry records carry the run id of the process that scheduled them; an e
 are skipped, since its restart already handed those files over again. An attempt for a revision
 that a later one replaces (the file grew after its seal) is skipped too, and a file that shrank or
 changed its first bytes after its seal is not tried at all (``failed`` at once, its sealed content
-is gone). The source is only ever read.
+is gone). The source is only ever read. The attempt running now is seen through
+:meth:`BackupWorker.running` (the status page shows its progress); each attempt's bytes and time
+are counted by sink and result when it ends.
 """
 
 from __future__ import annotations
@@ -75,6 +77,12 @@ class BackupWorker:
         self.log = log
         self.schedule = RetrySchedule()
         self._one_at_a_time = asyncio.Lock()
+        self._running: BackupProgress | None = None
+        metrics.backup_sink(sink.name)
+
+    def running(self) -> BackupProgress | None:
+        """The progress of the attempt running now (the sink's ``progress``), or None between attempts."""
+        return self._running
 
     # ------------------------------------------------------------------ records of the attempts topic
 
@@ -140,17 +148,20 @@ class BackupWorker:
             if await self._no_copy_needed(manifest):
                 return
             path = manifest.path
-            started = time.monotonic()
+            progress = self._running = BackupProgress(path, manifest.size, time.monotonic())
             try:
                 existing = await self.sink.find_existing(path, manifest.sha256)
-                self.sink.progress = BackupProgress(path, manifest.size, started)
+                self.sink.progress = progress
                 ref = existing or await self.sink.backup(self.settings.watch_dir / path, relpath=path, sha256=manifest.sha256)
             except BackupError as exc:
+                self._ended(progress, "failed")
                 await self._failed(manifest, exc)
                 return
+            finally:
+                self._running = None
             tries = self.schedule.tries(path, manifest.revision) + 1
             self.schedule.end(path)
-            self.metrics.backup_result("noop" if existing else "ok")
+            seconds = self._ended(progress, "noop" if existing else "ok")
             record = {
                 "status": BackupStatus.OK.value,
                 "sink": self.sink.name,
@@ -171,8 +182,15 @@ class BackupWorker:
                 revision=manifest.revision,
                 attempts=tries,
                 already_present=existing is not None,
-                seconds=round(time.monotonic() - started, 3),
+                seconds=round(seconds, 3),
+                via=progress.via or None,
             )
+
+    def _ended(self, progress: BackupProgress, result: str) -> float:
+        """Count the attempt that ``progress`` followed, ended with ``result``; its seconds."""
+        seconds = time.monotonic() - progress.started_at
+        self.metrics.backup_attempt_ended(result, sink=self.sink.name, nbytes=progress.done_bytes, seconds=seconds)
+        return seconds
 
     async def _no_copy_needed(self, manifest: BackupSubject) -> bool:
         """True (with the outcome recorded or logged) when ``manifest`` is not to be copied: backups
@@ -218,7 +236,6 @@ class BackupWorker:
         path = manifest.path
         tries = self.schedule.failed(manifest)
         step = after_failure(tries, exc.reason, self.settings.backup_max_tries)
-        self.metrics.backup_result("failed")
         record = {
             "status": (BackupStatus.PARKED if step.outcome is Outcome.PARK else BackupStatus.FAILED).value,
             "sink": self.sink.name,

@@ -4,6 +4,7 @@
     python -m bench --scenarios catchup,reference --backlog-mb 4096
     python -m bench --engines python --bootstrap 127.0.0.1:9092 --no-doc
     python -m bench --scenarios compression --compression-mb 256
+    python -m bench --scenarios backup --backup-mb 4096
 
 Without ``--bootstrap`` the run starts its own broker under ``var/bench/`` and removes it after.
 The ``catchup`` and ``live`` scenarios run once per line engine of ``--engines``.
@@ -23,7 +24,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import catchup, compression, engines, live, reference, report, seal, stages
+from bench import backup, catchup, compression, engines, live, reference, report, seal, stages
 from bench.broker import broker
 from bench.context import RunContext, ScenarioResult
 from bench.worker import REPO
@@ -35,8 +36,9 @@ SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "seal": seal.run,
     "stages": stages.run,
     "compression": compression.run,
+    "backup": backup.run,
 }
-DEFAULT_SCENARIOS = ("catchup", "reference", "live", "seal", "stages")
+DEFAULT_SCENARIOS = ("catchup", "reference", "live", "seal", "stages", "backup")
 """What ``make bench`` runs: ``compression`` (six catch-ups) is asked for by name."""
 
 
@@ -71,6 +73,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="backlog the compression scenario catches up once per codec and level (256)",
     )
     parser.add_argument("--stage-lines", type=int, default=200_000, help="lines timed per stage, production mix (200000)")
+    parser.add_argument("--backup-mb", type=float, default=4096, help="the file the backup scenario backs up, in MiB (4096)")
+    parser.add_argument(
+        "--backup-set",
+        dest="backup_settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting of the backup scenario's sink (repeatable; default BACKUP_SINK=local into the scenario's directory),"
+        " e.g. --backup-set BACKUP_SINK=local --backup-set BACKUP_DIR=/mnt/other-disk",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")
     parser.add_argument("--out-dir", type=Path, default=REPO / "var" / "bench", help="results and scratch space (var/bench)")
@@ -91,6 +103,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.worker_settings = dict(item.split("=", 1) for item in args.worker_settings)
     except ValueError:
         parser.error("--set takes NAME=VALUE")
+    try:
+        args.backup_settings = dict(item.split("=", 1) for item in args.backup_settings)
+    except ValueError:
+        parser.error("--backup-set takes NAME=VALUE")
     if "SIDECAR_ENGINE" in args.worker_settings:
         parser.error("--set SIDECAR_ENGINE: the harness sets it per worker; choose the engines with --engines")
     args.scenarios = [name.strip() for name in args.scenarios.split(",") if name.strip()]
@@ -200,6 +216,9 @@ def _effective(args: argparse.Namespace) -> list[str]:
         f"{args.compression_mb:g}",
         "--stage-lines",
         str(args.stage_lines),
+        "--backup-mb",
+        f"{args.backup_mb:g}",
+        *(f"--backup-set={name}={value}" for name, value in args.backup_settings.items()),
         "--seed",
         str(args.seed),
         *(f"--set={name}={value}" for name, value in args.worker_settings.items()),

@@ -6,7 +6,9 @@ sidecar hashing it and publishing its event.
 
 Three processes besides the broker share the machine: the worker, the tap (:mod:`bench.tap`) and
 the consumer (:mod:`bench.latency`). Each one's CPU is measured over the tap's run, and the whole
-machine's too, so a saturated machine shows as such next to the latency it produced.
+machine's too, so a saturated machine shows as such next to the latency it produced. The worker's
+peak RSS and the backups it made (none with the default ``BACKUP_SINK=none``) are kept with them:
+the ``backup`` scenario runs this one twice, without and with the worker backing the snapshot up.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from bench import targets
 from bench.context import RunContext, ScenarioResult
 from bench.corpus import START
-from bench.procstat import CpuWindow
+from bench.procstat import CpuWindow, memory_kib
 from bench.worker import REPO, BenchError, SidecarWorker, epoch_of, settings_summary
 from hyperdata_sidecar.core.snapshots import SnapshotFile
 from hyperdata_sidecar.core.tables import TABLES
@@ -62,15 +65,18 @@ def snapshot_height(corpus: CorpusSummary) -> int:
     )
 
 
-def run(ctx: RunContext, engine: str) -> ScenarioResult:
-    result = ScenarioResult(f"live ({engine})")
+def run(ctx: RunContext, engine: str, variant: str = "", settings: Mapping[str, str] | None = None) -> ScenarioResult:
+    """One live run of ``engine``; a ``variant`` (a word that names its directory and topics too) runs
+    its worker with ``settings`` on top of the run's."""
+    label = f"{engine}, {variant}" if variant else engine
+    result = ScenarioResult(f"live ({label})")
     options = ctx.options
-    root = ctx.scenario_dir(f"live-{engine}")
+    name = f"live-{engine}-{variant}" if variant else f"live-{engine}"
+    root = ctx.scenario_dir(name)
     lines = {table: int(rate * options.live_s) for table, rate in PRODUCTION_LINES_PER_S.items()}
     corpus = _tap_corpus(ctx, lines)
-    worker = SidecarWorker(
-        root, ctx.broker.bootstrap, ctx.topic_prefix(f"live-{engine}"), **{**options.worker_settings, "SIDECAR_ENGINE": engine}
-    )
+    overrides = {**options.worker_settings, **(settings or {}), "SIDECAR_ENGINE": engine}
+    worker = SidecarWorker(root, ctx.broker.bootstrap, ctx.topic_prefix(name), **overrides)
     landing = None
     if options.snapshot_mb > 0:
         snapshot = SnapshotFile(snapshot_height(corpus), START.strftime("%Y%m%d"))
@@ -78,8 +84,10 @@ def run(ctx: RunContext, engine: str) -> ScenarioResult:
     worker.start()
     try:
         worker.wait_for_startup()
-        shares, machine = _replay_and_measure(ctx, worker, root, Path(corpus.root), lines, landing)
+        shares, machine, tap_window = _replay_and_measure(ctx, worker, root, Path(corpus.root), lines, landing)
         snapshot_row = _snapshot_outcome(worker, landing) if landing is not None else None
+        peak_rss_kib = memory_kib(worker.pid).get("VmHWM")
+        backups = worker.events("backup")
     finally:
         worker.stop()
     latency = json.loads((root / "latency.json").read_text())
@@ -92,6 +100,9 @@ def run(ctx: RunContext, engine: str) -> ScenarioResult:
         "latency": latency,
         "cpu_pct_of_one_core": shares,
         "machine_cpu_pct_of_one_core": machine,
+        "tap_window": tap_window,
+        "sidecar_peak_rss_kib": peak_rss_kib,
+        "backups": backups,
     }
     _report(result, corpus.lines, latency, replayed, shares, machine, targets.ENGINE_TARGETS[engine])
     if snapshot_row is not None:
@@ -136,9 +147,9 @@ def _replay_and_measure(
     corpus: Path,
     lines: dict[str, int],
     landing: SnapshotLanding | None,
-) -> tuple[dict[str, float], float]:
+) -> tuple[dict[str, float], float, tuple[float, float]]:
     """Run the tap to its end with the consumer reading (and the snapshot landing halfway); (CPU % of
-    one core per process, machine CPU %)."""
+    one core per process, machine CPU %, the tap's first and last moment in epoch seconds)."""
     deadline = time.time() + ctx.options.live_s * 3 + 120
     consumer, readers = _start_consumer(ctx, worker, root, lines, deadline)
     tap = None
@@ -147,6 +158,7 @@ def _replay_and_measure(
         tap_command = [sys.executable, "-m", "bench.tap", str(corpus), str(worker.watch)]
         tap_command += ["--summary", str(root / "tap.json"), "--cadence-s", str(ctx.options.tap_cadence_s)]
         tap = subprocess.Popen(tap_command, cwd=REPO)
+        tap_started = time.time()
         if landing is not None:
             landing.start()
         pids = {"sidecar": worker.pid, "tap": tap.pid, "consumer": consumer.pid}
@@ -158,6 +170,7 @@ def _replay_and_measure(
             time.sleep(0.5)
             cpu.sample()
         cpu.stop()
+        tap_window = (tap_started, time.time())
         tap_cpu = _children_cpu_since(children_before)
         if tap.returncode:
             raise BenchError(f"the replay tap failed (exit {tap.returncode})")
@@ -179,7 +192,7 @@ def _replay_and_measure(
     ours = sum(shares[name] for name in ("sidecar", "tap", "consumer", "broker") if name in shares)
     shares["stolen by the hypervisor"] = round(cpu.steal_share(), 1)
     shares["other processes"] = round(cpu.machine_share() - cpu.steal_share() - ours, 1)
-    return shares, round(cpu.machine_share(), 1)
+    return shares, round(cpu.machine_share(), 1), tap_window
 
 
 def _report(

@@ -32,6 +32,17 @@ def memory_kib(pid: int) -> dict[str, int]:
     return found
 
 
+def io_counters(pid: int) -> dict[str, int]:
+    """``/proc/<pid>/io`` of ``pid``: ``rchar`` (bytes its read-like calls returned, page cache or
+    not; ``copy_file_range`` counts), ``read_bytes`` (bytes it had fetched from storage), and their
+    write twins. Reading another user's process needs the rights ptrace would."""
+    found = {}
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        name, _, value = line.partition(":")
+        found[name] = int(value)
+    return found
+
+
 def machine_busy_seconds() -> tuple[float, float, float]:
     """(busy, total, stolen) CPU seconds of the whole machine since boot, all cores summed.
 

@@ -1,5 +1,5 @@
 """The targets the harness reports against (met / missed) and never asserts: issue 7's for the
-sidecar as a whole, issue 20's for each line engine."""
+sidecar as a whole, issue 20's for each line engine, issue 29's for backups."""
 
 from __future__ import annotations
 
@@ -31,6 +31,12 @@ class Bound:
     def __str__(self) -> str:
         return f"{'≤' if self.at_most else '≥'} {self.limit:g}{self.unit}"
 
+
+BACKUP_RSS_MB = 100.0
+"""A 4 GB file backed up with a peak RSS less than this many MB above the process before it."""
+
+BACKUP_LIVE_P99_RATIO = 1.2
+"""The live tail's p99 with a backup running, at most this multiple of the run's without one."""
 
 LIVE_P50 = Bound(0.5, at_most=True, unit=" s")
 """Live at production rate: append-to-receive p50, whichever engine."""

@@ -35,6 +35,8 @@ EXPORTED: dict[str, str] = {
     "hyperdata_sidecar_state_persist_failures_total": "counter",
     "hyperdata_sidecar_dlq_lines_total": "counter",
     "hyperdata_sidecar_backups_total": "counter",
+    "hyperdata_sidecar_backup_bytes_total": "counter",
+    "hyperdata_sidecar_backup_seconds": "histogram",
     "hyperdata_sidecar_producer_errors_total": "counter",
     "hyperdata_sidecar_producer_retries_total": "counter",
     "hyperdata_sidecar_poll_cycle_seconds": "histogram",
@@ -74,6 +76,8 @@ PRODUCER_ERROR_KINDS = ("hold", "seal", "snapshot", "transport", "login_refused"
 POLL_CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # From a running digest (milliseconds) to a full re-hash of a 50 GB file after a restart (minutes).
 SEAL_LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0)
+# From a no-op (a metadata look) to a 52 GB hour file over a slow link (hours).
+BACKUP_SECONDS_BUCKETS = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0)
 
 
 class _CurrentFileGauge:
@@ -153,6 +157,18 @@ class SidecarMetrics:
         )
         self._dlq = counter("dlq_lines_total", "Lines sent to the DLQ.", ("table", "reason"))
         self._backups = counter("backups_total", "Backup attempts by result (ok, noop, failed).", ("result",))
+        self._backup_bytes = counter(
+            "backup_bytes_total",
+            "Bytes the backup sink moved to its target, counted when each attempt ends, by sink and result.",
+            ("sink", "result"),
+        )
+        self._backup_seconds = Histogram(
+            PREFIX + "backup_seconds",
+            "Duration of each backup attempt (the look for a copy already there, the copy and its check), by sink and result.",
+            ("sink", "result"),
+            buckets=BACKUP_SECONDS_BUCKETS,
+            registry=self.registry,
+        )
         self._producer_errors = counter("producer_errors_total", "Data-plane producer errors by kind.", ("kind",))
         self._producer_retries = counter("producer_retries_total", "Data-plane batches sent again.")
         self._tick_seconds = Histogram(
@@ -312,10 +328,20 @@ class SidecarMetrics:
         self._track(table)
         self._oldest_unsealed[table] = finalized_at
 
-    def backup_result(self, result: str) -> None:
+    def backup_sink(self, sink: str) -> None:
+        """Backups go to ``sink``: its byte and time series start at zero for every result."""
+        for result in BACKUP_RESULTS:
+            self._backup_bytes.labels(sink, result)
+            self._backup_seconds.labels(sink, result)
+
+    def backup_attempt_ended(self, result: str, *, sink: str, nbytes: int, seconds: float) -> None:
+        """A backup attempt on ``sink`` ended with ``result`` (ok, noop, failed), after moving
+        ``nbytes`` to the target in ``seconds``."""
         if result not in BACKUP_RESULTS:
             raise ValueError(f"backup result must be one of {BACKUP_RESULTS}, not {result!r}")
         self._backups.labels(result).inc()
+        self._backup_bytes.labels(sink, result).inc(nbytes)
+        self._backup_seconds.labels(sink, result).observe(seconds)
 
     def snapshot_emitted(self) -> None:
         self._snapshots.inc()

@@ -137,6 +137,7 @@ class Sidecar:
             tables,
             self.backlogs,
             self.watcher,
+            self.backup_worker,
         )
         self.runtime = Runtime(settings, broker, dataplane, readiness, self.node_tables, self.sync, self.watcher, shutdown, log)
 

@@ -2,8 +2,8 @@
 
 ``web/`` depends on this module only: the view is a set of the rooms the pages read (readiness, the
 broker link, the incident history, the node tables' tracked files, the state tables' records, the
-backlogs, the snapshot watcher), each seen through a protocol of just what the pages ask it. The
-plugin builds one from its rooms; neither ``web/`` nor ``agents/`` import ``plugin``.
+backlogs, the snapshot watcher, the backup worker), each seen through a protocol of just what the
+pages ask it. The plugin builds one from its rooms; neither ``web/`` nor ``agents/`` import ``plugin``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from hyperdata_sidecar.backup import BackupProgress
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.backlog import Estimate
 from hyperdata_sidecar.core.cursor import FileCursor
@@ -84,6 +85,11 @@ class SnapshotsView(Protocol):
         """The node snapshots seen and not announced yet."""
 
 
+class BackupsView(Protocol):
+    def running(self) -> BackupProgress | None:
+        """The progress of the backup attempt running now (attempts run one at a time), or None."""
+
+
 @dataclass(frozen=True)
 class SidecarView:
     """The read model the web views are built on. Reading it never changes anything."""
@@ -100,3 +106,4 @@ class SidecarView:
     tables: RecordsView
     backlogs: BacklogsView
     snapshots: SnapshotsView
+    backups: BackupsView

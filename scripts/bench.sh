@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The benchmarks (`make bench`): catch-up, kcat reference, live latency, seal latency, stage costs.
+# The benchmarks (`make bench`): catch-up, kcat reference, live latency, seal latency, stage costs,
+# backups.
 #
 #   bash scripts/bench.sh [python -m bench options]     e.g. --backlog-mb 4096 --live-s 300
 #
@@ -7,7 +8,8 @@
 # then runs the harness with the project's venv. The harness starts its own Kafka broker on free
 # ports with its data under var/bench/ and removes it afterwards; results go to var/bench/*.json
 # and a table is appended to docs/benchmarks.md. Takes 4–6 minutes with the defaults on a
-# 2-core machine.
+# 2-core machine, and the backup scenario some more (a 4 GiB file written and backed up, and two
+# more live runs).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hyperdata_sidecar.core.backup_status import status_of
+from hyperdata_sidecar.core.backup_status import BackupStatus, status_of
 from hyperdata_sidecar.core.cursor import GROWING, FileCursor, FileState, file_state
 from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.seal import revision_of
@@ -132,6 +132,17 @@ def recent_backups(backups: Mapping[str, Mapping[str, Any]], limit: int) -> list
     records = [{"path": path, **{k: v[k] for k in BACKUP_FIELDS if k in v}} for path, v in backups.items()]
     records.sort(key=lambda r: (r.get("at") or "", r["path"]), reverse=True)
     return records[:limit]
+
+
+def parked_backups(backups: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every parked backup (with its ``path``, reason and error), parked longest ago first."""
+    records = [
+        {"path": path, **{k: v[k] for k in BACKUP_FIELDS if k in v}}
+        for path, v in backups.items()
+        if status_of(v) is BackupStatus.PARKED
+    ]
+    records.sort(key=lambda r: (r.get("at") or "", r["path"]))
+    return records
 
 
 def _status(backup: Mapping[str, Any] | None) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 from hyperdata_sidecar.core.backup_status import BackupStatus, status_of
 from hyperdata_sidecar.web.charts import line_chart, visible
 from hyperdata_sidecar.web.history import SPAN_S, Point
-from hyperdata_sidecar.web.status import BacklogStatus, SidecarStatus, TableStatus
+from hyperdata_sidecar.web.status import BacklogStatus, RunningBackup, SidecarStatus, TableStatus
 from hyperdata_sidecar.web.units import duration, hour_label, size, table_label
 
 REFRESH_MS = 3000
@@ -78,7 +78,8 @@ def render_page(status: SidecarStatus) -> str:
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<style>{_STYLE}</style></head><body>"
         f"{_header(status)}<main>{_catch_up(status)}{_problems(status)}{_tables(status.tables)}{_charts(status)}"
-        f'<div class="cols">{_seals(status.seals)}{_backups(status.backups)}</div>{_snapshots(status.snapshots)}</main>'
+        f'<div class="cols">{_seals(status.seals)}{_backups(status.backups, status.backup_running)}</div>'
+        f"{_parked(status.backups_parked)}{_snapshots(status.snapshots)}</main>"
         f"{_footer(status)}<script>{_SCRIPT}</script></body></html>"
     )
 
@@ -195,18 +196,58 @@ def _seals(seals: list[dict[str, Any]]) -> str:
     return f"<section><h2>Last seals</h2><table>{head}{body}</table></section>"
 
 
-def _backups(backups: list[dict[str, Any]]) -> str:
-    head = _row(["At", "File", "Result", "Tries"], header=True, numeric={3})
+def _backups(backups: list[dict[str, Any]], running: RunningBackup | None) -> str:
+    head = _row(["At", "File", "Result", "Tries", "Copy"], header=True, numeric={3})
     rows = "".join(
         _row(
-            [_clock(b.get("at")), _file(b.get("path"), with_table=True), _result(b), str(b.get("attempts", "—"))],
+            [
+                _clock(b.get("at")),
+                _file(b.get("path"), with_table=True),
+                _result(b),
+                str(b.get("attempts", "—")),
+                f'<span class="path">{_e(b["ref"])}</span>' if b.get("ref") else "—",
+            ],
             numeric={3},
-            raw={1, 2},
+            raw={1, 2, 4},
         )
         for b in backups
     )
-    body = rows or _empty(4, "no backups yet")
-    return f"<section><h2>Last backups</h2><table>{head}{body}</table></section>"
+    body = rows or _empty(5, "no backups yet")
+    return f"<section><h2>Last backups</h2>{_running(running)}<table>{head}{body}</table></section>"
+
+
+def _running(running: RunningBackup | None) -> str:
+    """The backup attempt running now, above the last ones."""
+    if running is None:
+        return '<div class="sub">No backup running.</div>'
+    via = f" via {running.via}" if running.via else ""
+    return (
+        f'<div class="wrap">Backing up {_file(running.path, with_table=True)} to {_e(running.sink)}{_e(via)}:'
+        f" {_e(running.line())}</div>"
+    )
+
+
+def _parked(parked: list[dict[str, Any]]) -> str:
+    """Every parked backup with its reason; nothing when none is."""
+    if not parked:
+        return ""
+    head = _row(["Parked at", "File", "Reason", "Tries", "Error"], header=True, numeric={3})
+    rows = "".join(
+        _row(
+            [
+                _clock(b.get("at")),
+                _file(b.get("path"), with_table=True),
+                str(b.get("reason", "?")),
+                str(b.get("attempts", "—")),
+                f'<span class="wrap">{_e(b.get("error", ""))}</span>',
+            ],
+            numeric={3},
+            raw={1, 4},
+        )
+        for b in parked
+    )
+    retry = "Each is tried again on the next start, or now with: faust -A hyperdata_sidecar backup-retry PATH"
+    return f'<section><h2>Parked backups: {len(parked)}</h2><div class="sub">{retry}</div><table>{head}{rows}</table></section>'
 
 
 def _snapshots(snapshots: list[dict[str, Any]]) -> str:
@@ -306,7 +347,8 @@ def _blocks(block_range: Any) -> str:
 def _result(backup: dict[str, Any]) -> str:
     result = str(backup.get("status", "?"))
     kind = {BackupStatus.OK: "ok", BackupStatus.FAILED: "bad"}.get(status_of(backup), "warn")
-    reason = f" ({backup['reason']})" if result == BackupStatus.FAILED and backup.get("reason") else ""
+    failed = status_of(backup) in (BackupStatus.FAILED, BackupStatus.PARKED)
+    reason = f" ({backup['reason']})" if failed and backup.get("reason") else ""
     return _badge(result + reason, kind)
 
 

@@ -19,11 +19,13 @@ from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
 from hyperdata_sidecar.core.seal import revision_of
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.core.times import epoch_of, hour_start_epoch
+from hyperdata_sidecar.core.transfer import estimate_transfer
 from hyperdata_sidecar.ports import LiveFile, SidecarView
 from hyperdata_sidecar.web.files import (
     FileState,
     FileStatus,
     file_statuses,
+    parked_backups,
     recent_backups,
     recent_seals,
     recent_snapshots,
@@ -33,6 +35,7 @@ from hyperdata_sidecar.web.rates import LineRates
 from hyperdata_sidecar.web.status import (
     BacklogStatus,
     EngineInfo,
+    RunningBackup,
     SidecarStatus,
     Thresholds,
     catch_up_line,
@@ -99,6 +102,15 @@ def dlq(view: SidecarView) -> dict[str, Any]:
     }
 
 
+def running_backup(view: SidecarView) -> RunningBackup | None:
+    """The backup attempt running now and how far it is, or None between attempts."""
+    progress = view.backups.running()
+    if progress is None:
+        return None
+    estimate = estimate_transfer(progress.done_bytes, progress.total_bytes, time.monotonic() - progress.started_at)
+    return RunningBackup.of(progress.relpath, view.settings.backup_sink, estimate, progress.via)
+
+
 def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStatus:
     """The whole picture for the status page."""
     now = time.time()
@@ -153,6 +165,8 @@ def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStat
         config=view.settings.public_summary(),
         catch_up=catch_up_line(tables),
         engine=EngineInfo.of(engine),
+        backup_running=running_backup(view),
+        backups_parked=parked_backups(backed_up),
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from hyperdata_sidecar.core.backlog import Estimate
 from hyperdata_sidecar.core.times import epoch_of
+from hyperdata_sidecar.core.transfer import TransferEstimate
 from hyperdata_sidecar.engines import Engine
 from hyperdata_sidecar.web.files import FileState, FileStatus, current_file
 from hyperdata_sidecar.web.history import Point
@@ -105,6 +106,36 @@ class EngineInfo:
 
 
 @dataclass(frozen=True)
+class RunningBackup:
+    """The backup attempt running now: its file, the sink, bytes done of the file (and their
+    fraction), the average rate since the attempt began (bytes per second) and the seconds left at
+    that rate (None while unknown), and how the sink moves the bytes when it says (``via``, "" else)."""
+
+    path: str
+    sink: str
+    done_bytes: int
+    total_bytes: int
+    fraction: float
+    elapsed_s: float
+    rate_bytes_per_s: float | None
+    eta_s: float | None
+    via: str
+
+    @classmethod
+    def of(cls, path: str, sink: str, estimate: TransferEstimate, via: str) -> RunningBackup:
+        done, total, elapsed, rate, eta = estimate
+        return cls(path, sink, done, total, estimate.fraction, elapsed, rate, eta, via)
+
+    def line(self) -> str:
+        """How far it is, in a few words: ``1.2 GiB of 3.0 GiB (40%) at 95.0 MiB/s, 19 s left``."""
+        done = f"{size(self.done_bytes)} of {size(self.total_bytes)} ({100 * self.fraction:.0f}%)"
+        if self.rate_bytes_per_s is None:
+            return f"{done}, just started"
+        left = "time left unknown" if self.eta_s is None else f"{duration(self.eta_s)} left"
+        return f"{done} at {size(self.rate_bytes_per_s)}/s, {left}"
+
+
+@dataclass(frozen=True)
 class SidecarStatus:
     """Everything the status page shows. ``problems`` is empty when nothing needs attention."""
 
@@ -123,6 +154,8 @@ class SidecarStatus:
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     catch_up: str | None = None  # one line while a table is catching up (see catch_up_line)
+    backup_running: RunningBackup | None = None  # None between backup attempts
+    backups_parked: list[dict[str, Any]] = field(default_factory=list)  # every parked backup, oldest first
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,7 +19,7 @@ import pytest
 from aiokafka.errors import KafkaTimeoutError
 from hyperdata_sidecar.agents.backup import BackupWorker
 
-from hyperdata_sidecar.backup import BackupError, BackupSink, LocalBackupSink, NoBackupSink
+from hyperdata_sidecar.backup import BackupError, BackupProgress, BackupSink, LocalBackupSink, NoBackupSink
 from hyperdata_sidecar.config import load_settings
 from hyperdata_sidecar.core import backup_plan
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor, manifest_from_cursor
@@ -60,7 +60,7 @@ SNAPSHOT = SnapshotBackup(SNAPSHOT_PATH, SHA, len(DATA))
 
 class Sink(BackupSink):
     """A sink that records its calls: ``existing`` is the ref find_existing gives (None: no copy);
-    each backup raises the next of ``failures``, then copies."""
+    each backup raises the next of ``failures``, then copies (its progress counts the file's bytes)."""
 
     name = "fake"
 
@@ -78,6 +78,7 @@ class Sink(BackupSink):
         if self.failures:
             raise self.failures.pop(0)
         self.copied.append((local_path, relpath, sha256))
+        self.progress.advance(local_path.stat().st_size)
         return f"fake://{relpath}"
 
 
@@ -139,6 +140,17 @@ class Parts:
 
     def due(self) -> list[Any]:
         return self.worker.schedule.due(float("inf"))
+
+    def moved(self, sink: str = "fake") -> dict[str, tuple[float | None, float | None]]:
+        """(bytes moved, attempts timed) by result, from the sink's byte and time metrics."""
+        sample = self.metrics.registry.get_sample_value
+        return {
+            result: (
+                sample("hyperdata_sidecar_backup_bytes_total", {"sink": sink, "result": result}),
+                sample("hyperdata_sidecar_backup_seconds_count", {"sink": sink, "result": result}),
+            )
+            for result in ("ok", "noop", "failed")
+        }
 
 
 def io_error() -> BackupError:
@@ -316,6 +328,50 @@ async def test_the_local_sink_copies_the_file_under_the_backup_dir_then_finds_it
     del p.backups[PATH]
     await p.worker.attempt(manifest())
     assert p.results() == {"ok": 1, "noop": 1, "failed": 0}
+    assert [fields["via"] for _, event, fields in events(caplog) if event == "backup"] == ["copy_file_range", None]
+
+
+# -- what is seen of the attempts -------------------------------------------------------------------
+
+
+async def test_each_attempts_bytes_and_time_are_counted_by_sink_and_result(tmp_path):
+    p = Parts(tmp_path, Sink(io_error()))
+    await p.worker.attempt(manifest())
+    await p.worker.attempt(manifest())
+    assert p.moved() == {"ok": (len(DATA), 1), "noop": (0, 0), "failed": (0, 1)}
+
+
+async def test_a_noop_moves_no_bytes(tmp_path):
+    p = Parts(tmp_path, Sink(existing="fake://already"))
+    await p.worker.attempt(manifest())
+    assert p.moved()["noop"] == (0, 1)
+
+
+async def test_the_running_attempts_progress_is_seen_until_it_ends(tmp_path):
+    class HeldSink(Sink):
+        def __init__(self) -> None:
+            super().__init__()
+            self.release = asyncio.Event()
+
+        async def backup(self, local_path: Path, *, relpath: str, sha256: str) -> str:
+            self.progress.advance(5)
+            await self.release.wait()
+            return await super().backup(local_path, relpath=relpath, sha256=sha256)
+
+    async def advanced() -> BackupProgress:
+        while (running := p.worker.running()) is None or running.done_bytes == 0:
+            await asyncio.sleep(0)
+        return running
+
+    p = Parts(tmp_path, HeldSink())
+    assert p.worker.running() is None
+    attempt = asyncio.create_task(p.worker.attempt(manifest()))
+    running = await asyncio.wait_for(advanced(), 30)
+    assert running is p.sink.progress
+    assert (running.relpath, running.total_bytes, running.done_bytes) == (PATH, len(DATA), 5)
+    p.sink.release.set()  # type: ignore[attr-defined]
+    await attempt
+    assert p.worker.running() is None
 
 
 # -- the backup-attempts topic --------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Backup sinks: verified atomic local copies, idempotence, failure reasons, and path safety."""
+"""Backup sinks: verified atomic local copies (by the kernel, or in user space where it refuses),
+each file read once, idempotence, failure reasons, and path safety."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import errno
 import hashlib
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -15,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from hyperdata_sidecar.backup import (
+    VIA_KERNEL,
+    VIA_USER_SPACE,
     BackupError,
+    BackupProgress,
     LocalBackupSink,
     NoBackupSink,
     failure_reason,
@@ -26,6 +31,9 @@ from hyperdata_sidecar.config import BACKUP_SINK_GROUP, ConfigError, load_settin
 
 RELPATH = "node_fills_streaming/hourly/20260610/13"
 CONTENT = b'{"block_number":1,"events":[]}\n' * 5000
+# More than one of the kernel's 64 MiB steps, and not a whole number of pages: random bytes, so a
+# step copied to the wrong offset cannot hash the same.
+LARGE_SIZE = 64 * 1024 * 1024 + 12_293
 
 
 def sha(data: bytes) -> str:
@@ -55,6 +63,66 @@ def root(tmp_path: Path) -> Path:
     return tmp_path / "backups"
 
 
+@pytest.fixture(scope="module")
+def large(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A file of LARGE_SIZE random bytes, and its sha256 (written once for the module)."""
+    data = random.Random(7).randbytes(LARGE_SIZE)
+    path = tmp_path_factory.mktemp("large") / "13"
+    path.write_bytes(data)
+    return path, sha(data)
+
+
+def refuse_copy_file_range(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    """``os.copy_file_range`` fails with ``code``, as a kernel that cannot copy these files does."""
+
+    def refused(*_args: object) -> int:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "copy_file_range", refused)
+
+
+@pytest.fixture(params=["kernel", "user space"])
+def copying(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test with each copy: the kernel's, and this process's where the kernel refuses
+    (``copy_file_range`` failing with ENOSYS, as under a seccomp profile without it). The ``via``
+    the sink reports for it."""
+    if request.param == "kernel":
+        return VIA_KERNEL
+    refuse_copy_file_range(monkeypatch, errno.ENOSYS)
+    return f"{VIA_USER_SPACE} (copy_file_range refused: ENOSYS)"
+
+
+def rchar() -> int:
+    """Bytes this process has read so far through read-like system calls, copy_file_range included
+    (``rchar`` of /proc/self/io: every thread, page cache or disk alike)."""
+    line = next(line for line in Path("/proc/self/io").read_text().splitlines() if line.startswith("rchar:"))
+    return int(line.split()[1])
+
+
+class Reads:
+    """Bytes read from each file through the calls the sink reads with (``os.copy_file_range``: what
+    the kernel read from its source; ``os.preadv``, ``os.readv``), by the file's path at the time."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.bytes: dict[str, int] = {}
+        for name in ("copy_file_range", "preadv", "readv"):  # each takes the fd it reads first
+            monkeypatch.setattr(os, name, self._counting(getattr(os, name)))
+
+    def _counting(self, call: Callable[..., int]) -> Callable[..., int]:
+        def counted(fd: int, *args: object) -> int:
+            n = call(fd, *args)
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            self.bytes[path] = self.bytes.get(path, 0) + n
+            return n
+
+        return counted
+
+    def of(self, source: Path, root: Path) -> dict[str, int]:
+        """Bytes read from ``source`` and from the files below ``root`` (the copy and its temp name)."""
+        below = sum(n for path, n in self.bytes.items() if Path(path).is_relative_to(root.resolve()))
+        return {"source": self.bytes.get(str(source.resolve()), 0), "copy": below}
+
+
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
     """Mount a small tmpfs with the given options: a real full or read-only disk, even for root."""
@@ -78,7 +146,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
 # -- copying -----------------------------------------------------------------------------------
 
 
-async def test_backup_copies_the_file_under_its_relative_path(source: Path, root: Path) -> None:
+async def test_backup_copies_the_file_under_its_relative_path(source: Path, root: Path, copying: str) -> None:
     ref = await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
 
     assert (root / RELPATH).read_bytes() == CONTENT
@@ -97,7 +165,7 @@ async def test_backup_accepts_an_uppercase_hash(source: Path, root: Path) -> Non
     assert (root / RELPATH).read_bytes() == CONTENT
 
 
-async def test_backup_of_an_empty_file_is_an_empty_copy(tmp_path: Path, root: Path) -> None:
+async def test_backup_of_an_empty_file_is_an_empty_copy(tmp_path: Path, root: Path, copying: str) -> None:
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
 
@@ -112,7 +180,7 @@ async def test_redundant_separators_and_dots_in_the_relpath_are_normalized(sourc
     assert all_files(root) == ["a/b/c"]
 
 
-async def test_backup_never_alters_the_source(source: Path, root: Path) -> None:
+async def test_backup_never_alters_the_source(source: Path, root: Path, copying: str) -> None:
     before = snapshot(source)
 
     await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
@@ -129,6 +197,109 @@ async def test_the_backup_root_may_be_a_symlink_chosen_by_the_operator(source: P
     await LocalBackupSink(link).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
 
     assert (real / RELPATH).read_bytes() == CONTENT
+
+
+# -- the kernel's copy, one read of each file, the copy in user space ---------------------------
+
+
+async def test_a_file_of_several_steps_is_copied_whole_and_its_progress_counts_every_byte(
+    large: tuple[Path, str], root: Path, copying: str
+) -> None:
+    path, digest = large
+    sink = LocalBackupSink(root)
+    sink.progress = BackupProgress(RELPATH, LARGE_SIZE)
+
+    await sink.backup(path, relpath=RELPATH, sha256=digest)
+
+    assert sha((root / RELPATH).read_bytes()) == digest
+    assert (sink.progress.done_bytes, sink.progress.via) == (LARGE_SIZE, copying)
+
+
+async def test_the_source_is_read_once_and_the_copy_once(
+    large: tuple[Path, str], root: Path, copying: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, digest = large
+    reads = Reads(monkeypatch)
+    before = rchar()
+
+    await LocalBackupSink(root).backup(path, relpath=RELPATH, sha256=digest)
+
+    read = rchar() - before
+    assert reads.of(path, root) == {"source": LARGE_SIZE, "copy": LARGE_SIZE}
+    # Whatever reads it, by whichever call: nothing else read the file again (a third of it would show).
+    assert 2 * LARGE_SIZE <= read < 2 * LARGE_SIZE + LARGE_SIZE // 3
+
+
+@pytest.mark.parametrize("code", [errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP], ids=errno.errorcode.get)
+async def test_a_refused_kernel_copy_is_made_in_user_space_and_says_why(
+    source: Path, root: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    refuse_copy_file_range(monkeypatch, code)
+    sink = LocalBackupSink(root)
+
+    await sink.backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert (root / RELPATH).read_bytes() == CONTENT
+    assert sink.progress.via == f"read/write (copy_file_range refused: {errno.errorcode[code]})"
+
+
+async def test_a_backup_dir_on_another_filesystem_is_copied_in_user_space(source: Path, tmpfs: Callable[[str], Path]) -> None:
+    # Since Linux 5.19 copy_file_range refuses two filesystems of which the target's has no copy of its own (EXDEV).
+    disk = tmpfs("size=1m")
+    sink = LocalBackupSink(disk)
+
+    await sink.backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert (disk / RELPATH).read_bytes() == CONTENT
+    assert sink.progress.via == "read/write (copy_file_range refused: EXDEV)"
+
+
+async def test_any_other_error_of_the_kernel_copy_fails_the_attempt_and_leaves_nothing(
+    source: Path, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refuse_copy_file_range(monkeypatch, errno.EIO)
+
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "io_error"
+    assert all_files(root) == []
+
+
+async def test_a_copy_that_reads_back_short_fails_as_io_error_and_leaves_nothing(
+    source: Path, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read = os.preadv
+
+    def short_copy(fd: int, buffers: list[bytearray], offset: int) -> int:
+        # The temp copy reads as ending early, as a file truncated under the sink would.
+        return 0 if os.readlink(f"/proc/self/fd/{fd}").endswith(".partial") else read(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", short_copy)
+
+    with pytest.raises(BackupError) as failure:
+        await LocalBackupSink(root).backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "io_error"
+    assert "bytes short" in failure.value.message
+    assert all_files(root) == []
+
+
+async def test_a_full_disk_under_the_kernel_copy_is_no_space_and_leaves_no_temp_file(
+    tmpfs: Callable[[str], Path],
+) -> None:
+    disk = tmpfs("size=256k")  # the source (165 kB) and what is left for its copy: one filesystem
+    source = disk / "watch" / RELPATH
+    source.parent.mkdir(parents=True)
+    source.write_bytes(CONTENT)
+    sink = LocalBackupSink(disk / "backups")
+
+    with pytest.raises(BackupError) as failure:
+        await sink.backup(source, relpath=RELPATH, sha256=sha(CONTENT))
+
+    assert failure.value.reason == "no_space"
+    assert sink.progress.via == VIA_KERNEL
+    assert all_files(disk / "backups") == []
 
 
 # -- idempotence -------------------------------------------------------------------------------
@@ -185,7 +356,7 @@ async def test_temp_files_left_by_a_killed_attempt_are_removed(source: Path, roo
 # -- failures ----------------------------------------------------------------------------------
 
 
-async def test_a_source_that_does_not_match_the_seal_hash_is_not_backed_up(source: Path, root: Path) -> None:
+async def test_a_source_that_does_not_match_the_seal_hash_is_not_backed_up(source: Path, root: Path, copying: str) -> None:
     before = snapshot(source)
 
     with pytest.raises(BackupError) as failure:

@@ -1,10 +1,13 @@
 """The benchmark harness's own arithmetic: latency percentiles, local_time parsing, the CPU window,
-the choice of line engines and their targets, the broker's log bytes, and how a run's figures are
-written into docs/benchmarks.md."""
+the choice of line engines and their targets, the broker's log bytes, the backup scenario's file,
+its backup process and its overlap with the tap, and how a run's figures are written into
+docs/benchmarks.md."""
 
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -14,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from bench import engines
+from bench.backup import back_up_in_a_process, overlap, write_source
 from bench.compression import log_bytes
 from bench.context import ScenarioResult
 from bench.engines import EngineFigures, comparison, of_run
 from bench.latency import LatencyHistogram, LatencyRecorder, LocalTimeParser
-from bench.procstat import CpuWindow, memory_kib
+from bench.procstat import CpuWindow, io_counters, memory_kib
 from bench.report import engines_console, markdown
 from bench.targets import ENGINE_TARGETS, Bound
 from bench.worker import BenchError, SidecarWorker
@@ -256,3 +260,62 @@ def test_log_bytes_counts_the_segments_of_the_topics_partitions_only(tmp_path: P
             (tmp_path / directory / name).write_bytes(b"x" * size)
     assert log_bytes(tmp_path, ["bench.fills"]) == 123
     assert log_bytes(tmp_path, ["bench.fills", "bench.other"]) == 9_123
+
+
+# ---------------------------------------------------------------------- the backup scenario
+
+
+def test_io_counters_count_what_this_process_reads(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    path.write_bytes(os.urandom(1 << 20))
+    before = io_counters(os.getpid())
+    path.read_bytes()
+    after = io_counters(os.getpid())
+
+    assert after["rchar"] - before["rchar"] >= 1 << 20
+    assert {"read_bytes", "wchar", "write_bytes"} <= set(after)
+
+
+def test_the_file_to_back_up_has_its_size_and_the_hash_of_its_bytes(tmp_path: Path) -> None:
+    path, digest = write_source(tmp_path / "a" / "13", 40 * 1024 * 1024 + 5)
+
+    assert path.stat().st_size == 40 * 1024 * 1024 + 5
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+
+
+def test_the_backup_process_backs_the_file_up_through_the_settings_sink_and_says_what_it_cost(tmp_path: Path) -> None:
+    path, digest = write_source(tmp_path / "watch" / "13", 3 * 1024 * 1024)
+
+    copied = back_up_in_a_process(tmp_path, path, digest, {"BACKUP_SINK": "local", "BACKUP_DIR": str(tmp_path / "b")})
+
+    assert (copied["sink"], copied["via"], copied["bytes"]) == ("local", "copy_file_range", 3 * 1024 * 1024)
+    assert copied["ref"].startswith("file://") and copied["ref"].endswith("/13")
+    assert copied["io"]["rchar"] >= 2 * 3 * 1024 * 1024  # the source once, the copy once
+    assert copied["peak_rss_kib"] >= copied["idle_rss_kib"] > 0
+    assert json.loads((tmp_path / "sink_copy.json").read_text()) == copied
+
+
+def test_a_backup_the_sink_refuses_fails_the_scenario_with_the_sinks_reason(tmp_path: Path) -> None:
+    path, _digest = write_source(tmp_path / "watch" / "13", 1024)
+
+    with pytest.raises(BenchError, match="hash_mismatch"):
+        back_up_in_a_process(tmp_path, path, "0" * 64, {"BACKUP_SINK": "local", "BACKUP_DIR": str(tmp_path / "b")})
+
+
+@pytest.mark.parametrize(
+    ("span", "share"),
+    [((110.0, 120.0), "100%"), ((150.0, 170.0), "50%"), ((170.0, 180.0), "0%")],
+)
+def test_the_snapshot_backup_is_set_against_the_taps_run(span: tuple[float, float], share: str) -> None:
+    began, ended = span
+    stamp = datetime.datetime.fromtimestamp(ended, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    run = {
+        "tap_window": (100.0, 160.0),
+        "backups": [{"time": stamp, "seconds": ended - began, "size": 2 * 2**20, "via": "copy_file_range"}],
+    }
+
+    assert overlap(run) == f"2 MiB in {ended - began:.1f} s via copy_file_range, {share} of it while the tap ran"
+
+
+def test_a_live_run_without_a_backup_says_so() -> None:
+    assert overlap({"tap_window": (0.0, 1.0), "backups": []}).startswith("none made")

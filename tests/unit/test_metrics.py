@@ -199,15 +199,32 @@ def test_poll_cycle_histogram_spans_a_millisecond_to_ten_seconds() -> None:
     assert value(metrics, "hyperdata_sidecar_poll_cycle_seconds_bucket", table=BOOK, le="10.0") == 2
 
 
-def test_backup_results_are_counted_and_unknown_results_rejected() -> None:
+def test_backup_attempts_are_counted_by_result_with_their_bytes_and_time_by_sink() -> None:
     metrics = SidecarMetrics()
-    metrics.backup_result("ok")
-    metrics.backup_result("failed")
-    metrics.backup_result("failed")
+    metrics.backup_attempt_ended("ok", sink="local", nbytes=3_000, seconds=2.0)
+    metrics.backup_attempt_ended("failed", sink="local", nbytes=500, seconds=0.2)
+    metrics.backup_attempt_ended("failed", sink="local", nbytes=0, seconds=0.05)
 
     assert value(metrics, "hyperdata_sidecar_backups_total", result="failed") == 2
+    assert value(metrics, "hyperdata_sidecar_backup_bytes_total", sink="local", result="ok") == 3_000
+    assert value(metrics, "hyperdata_sidecar_backup_bytes_total", sink="local", result="failed") == 500
+    assert value(metrics, "hyperdata_sidecar_backup_seconds_count", sink="local", result="failed") == 2
+    assert value(metrics, "hyperdata_sidecar_backup_seconds_bucket", sink="local", result="ok", le="1.0") == 0
+    assert value(metrics, "hyperdata_sidecar_backup_seconds_bucket", sink="local", result="ok", le="5.0") == 1
+
+
+def test_an_unknown_backup_result_is_rejected() -> None:
     with pytest.raises(ValueError, match="noop"):
-        metrics.backup_result("skipped")
+        SidecarMetrics().backup_attempt_ended("skipped", sink="local", nbytes=0, seconds=0.0)
+
+
+def test_the_sinks_byte_and_time_series_start_at_zero_for_every_result() -> None:
+    metrics = SidecarMetrics()
+    metrics.backup_sink("local")
+
+    for result in ("ok", "noop", "failed"):
+        assert value(metrics, "hyperdata_sidecar_backup_bytes_total", sink="local", result=result) == 0
+        assert value(metrics, "hyperdata_sidecar_backup_seconds_count", sink="local", result=result) == 0
 
 
 def test_file_lifecycle_producer_and_state_counters() -> None:

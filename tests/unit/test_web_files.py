@@ -11,6 +11,7 @@ from hyperdata_sidecar.web.files import (
     current_file,
     file_state,
     file_statuses,
+    parked_backups,
     recent_backups,
     recent_seals,
 )
@@ -125,6 +126,18 @@ def test_recent_backups_carry_their_path_and_are_most_recent_first() -> None:
         {"path": path("2"), "status": "failed", "attempts": 3, "reason": "io", "at": "2026-06-10T03:00:00.000Z"},
         {"path": path("1"), "status": "ok", "attempts": 1, "at": "2026-06-10T02:00:00.000Z"},
     ]
+
+
+def test_parked_backups_are_every_parked_one_with_its_reason_parked_longest_ago_first() -> None:
+    backups = {
+        path("1"): {"status": "parked", "attempts": 5, "reason": "no_space", "error": "full", "at": "2026-06-10T04:00:00.000Z"},
+        path("2"): {"status": "failed", "attempts": 1, "reason": "io_error", "at": "2026-06-10T05:00:00.000Z"},
+        path("3"): {"status": "parked", "attempts": 5, "reason": "permission", "at": "2026-06-10T01:00:00.000Z"},
+        path("4"): {"status": "ok", "ref": "file:///b/4", "at": "2026-06-10T06:00:00.000Z"},
+    }
+
+    assert [(b["path"], b["reason"]) for b in parked_backups(backups)] == [(path("3"), "permission"), (path("1"), "no_space")]
+    assert parked_backups(backups)[1]["error"] == "full"
 
 
 def test_a_seal_and_a_backup_of_an_earlier_revision_leave_the_new_revision_finalized() -> None:

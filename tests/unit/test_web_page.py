@@ -6,8 +6,9 @@ import html.parser
 
 import pytest
 
+from hyperdata_sidecar.core.transfer import estimate_transfer
 from hyperdata_sidecar.web.page import render_page
-from hyperdata_sidecar.web.status import BacklogStatus, EngineInfo, Problem, SidecarStatus, TableStatus
+from hyperdata_sidecar.web.status import BacklogStatus, EngineInfo, Problem, RunningBackup, SidecarStatus, TableStatus
 
 FILLS = "node_fills_streaming"
 
@@ -106,6 +107,41 @@ def test_page_shows_last_seals_and_backups_with_failure_reason() -> None:
 
     assert "06-10 13:00:05" in text and "fills 20260610/12" in text and "4,321" in text and "10–20" in text
     assert "failed (io_error)" in text
+
+
+def test_page_shows_the_running_backups_progress_rate_and_time_left() -> None:
+    estimate = estimate_transfer(1024**3, 3 * 1024**3, 10.0)
+    running = RunningBackup.of(f"{FILLS}/hourly/20260610/12", "local", estimate, "copy_file_range")
+    text = " ".join(" ".join(visible(render_page(status(backup_running=running))).text).split())
+
+    assert "Backing up fills 20260610/12 to local via copy_file_range: 1.0 GiB of 3.0 GiB (33%) at 102.4 MiB/s, 20 s left" in text
+
+
+def test_page_says_when_no_backup_runs() -> None:
+    assert "No backup running." in " ".join(visible(render_page(status())).text)
+
+
+def test_page_shows_the_remote_reference_of_a_backup_done() -> None:
+    done = {"path": f"{FILLS}/hourly/20260610/11", "status": "ok", "ref": "s3://archive/node-a/fills/11", "attempts": 1}
+    text = " ".join(visible(render_page(status(backups=[done]))).text)
+
+    assert "s3://archive/node-a/fills/11" in text
+
+
+def test_page_lists_every_parked_backup_with_its_reason_and_error_only_when_there_is_one() -> None:
+    parked = {
+        "path": f"{FILLS}/hourly/20260610/9",
+        "status": "parked",
+        "reason": "no_space",
+        "error": "no_space: cannot write backup: No space left on device",
+        "attempts": 5,
+        "at": "2026-06-10T10:00:06.000Z",
+    }
+    text = " ".join(visible(render_page(status(backups=[parked], backups_parked=[parked]))).text)
+
+    assert "Parked backups: 1" in text and "fills 20260610/9" in text
+    assert "No space left on device" in text and "parked (no_space)" in text
+    assert "Parked backups" not in " ".join(visible(render_page(status())).text)
 
 
 def test_page_lists_problems_and_says_not_ready() -> None:

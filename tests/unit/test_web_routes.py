@@ -16,10 +16,12 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from confluent_kafka import KafkaError
 
+from hyperdata_sidecar.backup import BackupSink
 from hyperdata_sidecar.broker_login import LoginRefused
 from hyperdata_sidecar.config import load_settings
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
 from hyperdata_sidecar.core.lifecycle import Phase
+from hyperdata_sidecar.core.snapshots import SnapshotBackup
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.plugin import Sidecar, install
@@ -462,6 +464,48 @@ class RefusingTable(dict[str, Any]):
 
 
 # ---------------------------------------------------------------------- backlog
+
+
+class HeldSink(BackupSink):
+    """A sink that has moved 400 bytes of its file and waits for ``release`` to finish the copy."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def backup(self, local_path: Path, *, relpath: str, sha256: str) -> str:
+        self.progress.advance(400)
+        await self.release.wait()
+        self.progress.advance(600)
+        return f"file:///backups/{relpath}"
+
+
+async def test_the_running_backup_and_every_parked_one_reach_the_status_json_and_page(served, monkeypatch) -> None:
+    sidecar, client = served
+    parked = "node_fills_streaming/hourly/20260610/9"
+    record = {"status": "parked", "reason": "no_space", "error": "no_space: full", "attempts": 5, "at": iso_utc(time.time())}
+    monkeypatch.setattr(sidecar.tables, "backups", {parked: record})
+    sink = HeldSink()
+    monkeypatch.setattr(sidecar.backup_worker, "sink", sink)
+    subject = SnapshotBackup("periodic_abci_states/20260610/100.rmp", "a" * 64, 1000)
+    attempt = asyncio.create_task(sidecar.backup_worker.attempt(subject))
+    while sink.progress.done_bytes == 0:
+        await asyncio.sleep(0.01)
+
+    during = await (await client.get("/sidecar/status/")).json()
+    page = await (await client.get("/sidecar/")).text()
+    sink.release.set()
+    await attempt
+    after = await (await client.get("/sidecar/status/")).json()
+
+    running = during["backup_running"]
+    assert (running["path"], running["sink"], running["done_bytes"], running["total_bytes"]) == (subject.path, "local", 400, 1000)
+    assert running["rate_bytes_per_s"] > 0 and running["eta_s"] > 0
+    assert [(b["path"], b["reason"], b["error"]) for b in during["backups_parked"]] == [(parked, "no_space", "no_space: full")]
+    assert "400 B of 1000 B (40%)" in page and "Parked backups: 1" in page
+    assert after["backup_running"] is None
+    assert {b["path"]: b.get("ref") for b in after["backups"]}[subject.path] == f"file:///backups/{subject.path}"
 
 
 async def test_the_backlog_of_each_table_reaches_metrics_status_and_files_views(served) -> None:

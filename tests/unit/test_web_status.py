@@ -8,8 +8,17 @@ import pytest
 
 from hyperdata_sidecar.core.backlog import Backlog, Estimate
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
+from hyperdata_sidecar.core.transfer import estimate_transfer
 from hyperdata_sidecar.web.files import LiveFile, file_statuses
-from hyperdata_sidecar.web.status import Problem, TableStatus, Thresholds, catch_up_line, problems, table_status
+from hyperdata_sidecar.web.status import (
+    Problem,
+    RunningBackup,
+    TableStatus,
+    Thresholds,
+    catch_up_line,
+    problems,
+    table_status,
+)
 
 FILLS = "node_fills_streaming"
 BOOK = "node_raw_book_diffs_streaming"
@@ -237,3 +246,35 @@ def test_a_table_falling_behind_is_a_warning() -> None:
             " and the backlog has not shrunk for the last half minute",
         )
     ]
+
+
+# -- the running backup ---------------------------------------------------------------------------
+
+
+def running(done: int, total: int, elapsed_s: float) -> RunningBackup:
+    return RunningBackup.of(path("12"), "local", estimate_transfer(done, total, elapsed_s), "copy_file_range")
+
+
+def test_the_running_backup_says_how_much_is_done_how_fast_and_how_long_is_left() -> None:
+    assert running(GIB, 3 * GIB, 10.0).line() == "1.0 GiB of 3.0 GiB (33%) at 102.4 MiB/s, 20 s left"
+
+
+def test_a_backup_just_started_has_no_rate_yet() -> None:
+    assert running(0, GIB, 0.0).line() == "0 B of 1.0 GiB (0%), just started"
+
+
+def test_a_backup_that_has_moved_nothing_does_not_guess_the_time_left() -> None:
+    assert running(0, GIB, 5.0).line() == "0 B of 1.0 GiB (0%) at 0 B/s, time left unknown"
+
+
+def test_the_running_backup_carries_its_file_sink_and_how_it_copies() -> None:
+    backup = running(GIB, 2 * GIB, 4.0)
+
+    assert (backup.path, backup.sink, backup.via, backup.done_bytes, backup.total_bytes) == (
+        path("12"),
+        "local",
+        "copy_file_range",
+        GIB,
+        2 * GIB,
+    )
+    assert (backup.rate_bytes_per_s, backup.eta_s) == (GIB / 4, 4.0)
