@@ -7,6 +7,8 @@ the live tail.
    settings name (``BACKUP_SINK=local`` into the scenario's directory unless ``--backup-set`` says
    otherwise): wall time, CPU, peak RSS above the process's RSS before the backup, and the bytes it
    read (``/proc/<pid>/io``: ``read_bytes`` from the disk, ``rchar`` through its calls) and wrote.
+   Without ``--backup-set``, the same file is then uploaded through ``BACKUP_SINK=object_store``
+   to a moto S3 server on this machine, measured the same way.
 2. **The live tail while a backup runs.** The ``live`` scenario (:mod:`bench.live`) twice, back to
    back on the same corpus, for the first engine of the run: without a backup (``BACKUP_SINK=none``),
    then with the worker's own sink set as in 1, so the node snapshot that lands halfway is backed
@@ -30,11 +32,13 @@ from bench import live, targets
 from bench.context import RunContext, ScenarioResult
 from bench.worker import REPO, BenchError, epoch_of
 from hyperdata_sidecar.core.hourfile import HourFile
+from hyperdata_sidecar.devs3 import MotoS3, credentials_env
 from hyperdata_sidecar.tools.shapes import ORDER_STATUSES
 
 RELPATH = HourFile(ORDER_STATUSES, "20260610", "13").relpath
 BLOCK = 16 * 1024 * 1024
 COPY_TIMEOUT_S = 3600.0
+S3_BUCKET = "bench"
 
 
 def run(ctx: RunContext) -> ScenarioResult:
@@ -46,11 +50,15 @@ def run(ctx: RunContext) -> ScenarioResult:
     source, digest = write_source(root / "watch" / RELPATH, size)
     try:
         copied = back_up_in_a_process(root, source, digest, sink_settings)
+        remove_local_copy(copied["ref"])  # the disk the live runs share need not hold it
+        result.details["copy"] = copied
+        report_copy(result, copied, size)
+        if not ctx.options.backup_settings:
+            uploaded = back_up_to_a_local_s3_server(root, source, digest)
+            result.details["copy_object_store"] = uploaded
+            report_copy(result, uploaded, size)
     finally:
         source.unlink()
-    remove_local_copy(copied["ref"])  # the disk the live runs share need not hold it
-    result.details["copy"] = copied
-    report_copy(result, copied, size)
     engine = ctx.engines[0]
     without = live.run(ctx, engine, "no-backup", {"BACKUP_SINK": "none"})
     with_backup = live.run(ctx, engine, "backup", sink_settings)
@@ -97,6 +105,30 @@ def back_up_in_a_process(root: Path, source: Path, digest: str, settings: dict[s
     if done.returncode != 0:
         raise BenchError(f"the backup process failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
     return json.loads(out.read_text())
+
+
+def back_up_to_a_local_s3_server(root: Path, source: Path, digest: str) -> dict[str, Any]:
+    """The same file through ``BACKUP_SINK=object_store`` into a moto S3 server on this machine
+    (:mod:`hyperdata_sidecar.devs3`), the source dropped from the page cache again first. The server
+    keeps the object in its memory and spends CPU of its own on these 2 cores: the figures are the
+    sink's side of an upload, not a store's."""
+    with open(source, "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    server = MotoS3(root)
+    server.start()
+    try:
+        server.client().create_bucket(Bucket=S3_BUCKET)
+        settings = {
+            "BACKUP_SINK": "object_store",
+            "BACKUP_URL": f"s3://{S3_BUCKET}/backups",
+            "BACKUP_ENDPOINT": server.endpoint,
+            "BACKUP_PATH_STYLE": "true",
+            **credentials_env(),
+        }
+        print("  uploading it to a local S3 server (moto) ...", flush=True)
+        return back_up_in_a_process(root, source, digest, settings)
+    finally:
+        server.stop()
 
 
 def remove_local_copy(ref: str) -> None:

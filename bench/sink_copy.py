@@ -16,15 +16,8 @@ import time
 from pathlib import Path
 
 from bench.procstat import io_counters, memory_kib
-from hyperdata_sidecar.backup import BackupError, BackupProgress, BackupSink, make_sink
-from hyperdata_sidecar.config import Settings, load_settings
-
-
-def built_sink(settings: Settings) -> BackupSink:
-    """The sink of ``settings.backup_sink``, as the worker's plugin builds it (``make_sink``). Where
-    a sink is built otherwise (issue 29's object-store sink: ``ObjectStoreBackupSink.from_settings``),
-    its construction goes here, next to this one."""
-    return make_sink(settings.backup_sink, settings.backup_dir)
+from hyperdata_sidecar.backup import BackupError, BackupProgress, make_sink
+from hyperdata_sidecar.config import load_settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sha256")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    sink = built_sink(load_settings())
+    settings = load_settings()
+    sink = make_sink(settings.backup_sink, settings)
     pid = os.getpid()
     sink.progress = progress = BackupProgress(args.relpath, args.source.stat().st_size, time.monotonic())
     idle_rss_kib = memory_kib(pid)["VmRSS"]

@@ -133,6 +133,9 @@ class ObjectStoreBackupSink(BackupSink):
             plan = UploadPlan.for_size(os.fstat(fd).st_size)
         except ValueError as exc:
             raise BackupError("io_error", f"cannot upload {local_path}: {exc}") from exc
+        self.progress.via = (
+            f"multipart upload, {plan.parts} parts of {plan.part_bytes / 2**20:g} MiB" if plan.multipart else "one PUT"
+        )
         chunks = SourceChunks(fd, local_path, sha256, self._pacing(), self.progress)
         try:
             await self.store.put_async(

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from moto_s3 import MotoS3, credentials_env
+from hyperdata_sidecar.devs3 import MotoS3, credentials_env
 
 
 @pytest.fixture(scope="session")

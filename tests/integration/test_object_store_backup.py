@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.devs3 import MotoS3, credentials_env
 
 from drill_kit import metric_value
-from moto_s3 import MotoS3, credentials_env
 from sidecar_run import Sidecar, write_corpus
 from worker_process import FAUST, SIDECAR_APP, WorkerProcess, sidecar_env
 

@@ -23,9 +23,9 @@ import pytest
 from hyperdata_sidecar.backup import BackupError, BackupProgress
 from hyperdata_sidecar.config import load_settings
 from hyperdata_sidecar.core.upload_plan import MAX_OBJECT_BYTES
+from hyperdata_sidecar.devs3 import MotoS3, credentials_env
 from hyperdata_sidecar.object_store_sink import PARTS_IN_FLIGHT, READ_CHUNK_BYTES, ObjectStoreBackupSink
 
-from moto_s3 import MotoS3, credentials_env
 from s3_proxy import RefuseParts, S3Proxy
 from worker_process import REPO
 
@@ -87,7 +87,7 @@ async def test_a_large_file_goes_up_in_parts_each_checksummed_with_the_sha256_as
     body, metadata = stored(s3_server, s3_bucket)
     assert ref == f"s3://{s3_bucket}/{KEY}"
     assert body == path.read_bytes() and metadata == {"sha256": digest}
-    assert target.progress.done_bytes == BIG
+    assert (target.progress.done_bytes, target.progress.via) == (BIG, "multipart upload, 3 parts of 8 MiB")
     parts = [r for r in proxy.seen if r.is_upload_part]
     assert sorted(len(p.body) for p in parts) == sorted([8 * MIB, 8 * MIB, BIG - 16 * MIB])
     assert all(p.headers["x-amz-checksum-sha256"] == b64_sha256(p.body) for p in parts)
@@ -108,8 +108,10 @@ async def test_no_more_parts_than_the_limit_are_in_flight_at_once(s3_server: Mot
 async def test_a_small_file_is_one_put_carrying_its_checksum(s3_server: MotoS3, s3_bucket: str, tmp_path: Path) -> None:
     path, digest = source(tmp_path, 1000)
     async with S3Proxy(s3_server.port).running() as proxy:
-        await sink(proxy.endpoint, s3_bucket).backup(path, relpath=RELPATH, sha256=digest)
+        target = sink(proxy.endpoint, s3_bucket)
+        await target.backup(path, relpath=RELPATH, sha256=digest)
 
+    assert target.progress.via == "one PUT"
     (put,) = [r for r in proxy.seen if r.method == "PUT"]
     assert (put.body, put.headers["x-amz-checksum-sha256"]) == (path.read_bytes(), b64_sha256(path.read_bytes()))
     assert stored(s3_server, s3_bucket) == (path.read_bytes(), {"sha256": digest})

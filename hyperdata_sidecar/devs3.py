@@ -1,5 +1,6 @@
-"""A real S3 server for the object-store sink's tests: moto in server mode, as a subprocess on a
-loopback port, started and stopped by the tests like the broker (MinIO is AGPL: not used here).
+"""A real S3 server for the object-store sink's tests and the backup bench: moto in server mode
+(the ``test`` extra), as a subprocess on a loopback port, started and stopped like the broker of
+:mod:`hyperdata_sidecar.devkafka` (MinIO is AGPL: not used here).
 
 moto keeps its buckets in memory: a server started again on the same port is an empty one. Every
 client the tests make gets explicit credentials, so no client ever falls back to the instance
@@ -16,9 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import boto3
-
-from worker_process import free_port
+from hyperdata_sidecar.devkafka import free_low_port
 
 ACCESS_KEY = "AKIAHYPERDATATEST000"  # moto takes any key while it does not authenticate
 SECRET_KEY = "hyperdata-sidecar-test-secret"
@@ -30,7 +29,7 @@ class MotoS3:
     """One moto server; ``start()`` and ``stop()`` may be called again (same port, empty state)."""
 
     def __init__(self, log_dir: Path, port: int | None = None) -> None:
-        self.port = port or free_port()
+        self.port = port or free_low_port()
         self.log_path = log_dir / f"moto-{self.port}.log"
         self._process: subprocess.Popen | None = None
 
@@ -70,6 +69,8 @@ class MotoS3:
 
     def client(self, service: str = "s3", **credentials: str) -> Any:
         """A boto3 client of this server, with the test's credentials unless others are given."""
+        import boto3  # moto's own dependency, in the test extra
+
         return boto3.client(
             service,
             endpoint_url=self.endpoint,
