@@ -67,6 +67,14 @@ class MotoS3:
         with urllib.request.urlopen(request, timeout=10):
             pass
 
+    def accept_any_credentials(self) -> None:
+        """Undo :meth:`require_authentication`: requests go unchecked again (for the next billion)."""
+        request = urllib.request.Request(
+            f"{self.endpoint}/moto-api/reset-auth", data=b"1000000000", method="POST", headers={"Content-Type": "text/plain"}
+        )
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+
     def client(self, service: str = "s3", **credentials: str) -> Any:
         """A boto3 client of this server, with the test's credentials unless others are given."""
         import boto3  # moto's own dependency, in the test extra

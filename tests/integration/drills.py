@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import errno
+import hashlib
 import json
 import math
 import os
@@ -39,6 +40,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.devkafka import LocalKafka, free_low_port
+from hyperdata_sidecar.devs3 import MotoS3, credentials_env
 from hyperdata_sidecar.tools.expected import hour_files, read_tree
 from hyperdata_sidecar.tools.generate import FIRST_BLOCK, CorpusSummary, generate_corpus
 from hyperdata_sidecar.tools.reconcile import reconcile
@@ -73,6 +75,7 @@ from drill_kit import (
 from hostile import collect_hostile_lines
 from hostile_tree import HostileTree, collect_programs
 from sidecar_run import DAY_BOUNDARY, Sidecar
+from worker_process import WorkerProcess
 
 BOOK, ORDERS, FILLS = (spec.dir_name for spec in TABLES)
 SHORTEST_LINE_BYTES = 250
@@ -1317,6 +1320,81 @@ async def sigterm_while_backup_fails(ctx: DrillContext, *, lines_per_hour: int =
     return result
 
 
+async def object_store_refusing(
+    ctx: DrillContext, *, hours: int = 3, lines_per_hour: int = 6000, phase_s: float = 20.0
+) -> DrillResult:
+    """Drill 9's twin for BACKUP_SINK=object_store, against a real S3 server (moto): the bucket
+    missing, then made but every write refused (the server starts checking credentials and knows
+    none), then writable: backups fail as ``permission`` and are retried; data and seals flow all
+    along; once it clears, every sealed file is an object with the file's size and sha256."""
+    result = DrillResult(9, "object store: bucket missing, then writes refused", variant="c")
+    server = MotoS3(ctx.root)
+    server.start()
+    bucket = "drill-backups"
+    sidecar = ctx.sidecar(
+        BACKUP_SINK="object_store",
+        BACKUP_URL=f"s3://{bucket}/node",
+        BACKUP_ENDPOINT=server.endpoint,
+        BACKUP_PATH_STYLE="true",
+        **credentials_env(),
+    )
+    corpus(sidecar.watch, hours=hours, lines_per_hour=lines_per_hour)
+    worker = sidecar.start()
+    try:
+        refused = lambda text: (
+            lambda: any(  # noqa: E731
+                e["reason"] == "permission" and text in e["error"] for e in sidecar.events("backup_failed")
+            )
+        )
+        await wait_for(worker, refused("the bucket does not exist"), "a backup to fail for want of the bucket")
+        result.verified(await sidecar.verify(), label="data and seals while the bucket is missing")
+        server.client().create_bucket(Bucket=bucket)
+        server.require_authentication()
+        await wait_for(worker, refused("refused the credentials"), "a backup to fail on refused credentials")
+        await asyncio.sleep(phase_s)
+        failures = metric_value(worker, "hyperdata_sidecar_backups_total", result="failed")
+        result.note(f"{failures:.0f} failed attempts counted while the store refused")
+        result.check("failures are counted (backups_total{result=failed})", failures >= 2)
+        server.accept_any_credentials()
+        cleared_at = time.monotonic()
+        await wait_for(worker, lambda: _all_sealed_backed_up(worker), "every sealed file backed up", timeout_s=180.0)
+        result.recovery_s = time.monotonic() - cleared_at
+        result.verified(await sidecar.verify(), label="with backups")
+        wrong = _objects_not_matching(server, bucket, "node", sidecar.watch, _backed_up_paths(worker))
+        result.check("every sealed file is an object with its size and sha256", not wrong, "; ".join(wrong[:3]))
+        await stop(worker, result)
+    finally:
+        await asyncio.to_thread(worker.stop)
+        server.stop()
+    return result
+
+
+def _backed_up_paths(worker: WorkerProcess) -> list[str]:
+    return [f["path"] for f in worker.get_json("/sidecar/files/")["files"] if f["state"] == "backed_up"]
+
+
+def _all_sealed_backed_up(worker: WorkerProcess) -> bool:
+    """Every file the worker sealed is backed up (and there are some: each table's finished hours)."""
+    states = [f["state"] for f in worker.get_json("/sidecar/files/")["files"]]
+    return "sealed" not in states and states.count("backed_up") > 0
+
+
+def _objects_not_matching(server: MotoS3, bucket: str, prefix: str, watch: Path, paths: list[str]) -> list[str]:
+    """What is wrong with the objects of ``paths`` (missing, or size or sha256 not the file's)."""
+    client, wrong = server.client(), []
+    for path in paths:
+        data = (watch / path).read_bytes()
+        try:
+            head = client.head_object(Bucket=bucket, Key=f"{prefix}/{path}")
+        except client.exceptions.ClientError as exc:
+            wrong.append(f"{path}: {exc}")
+            continue
+        found = (head["ContentLength"], head["Metadata"].get("sha256"))
+        if found != (len(data), hashlib.sha256(data).hexdigest()):
+            wrong.append(f"{path}: the object holds {found}")
+    return wrong
+
+
 # ---------------------------------------------------------------------------- 10. SIGTERM during heavy catch-up
 
 
@@ -1617,6 +1695,7 @@ DRILLS: tuple[Drill, ...] = (
     Drill(8, hostile_lines, dict(examples=1000, max_line_bytes=8 * MiB, lines_per_hour=20_000)),
     Drill(9, backup_target_unwritable, dict(hours=3, lines_per_hour=20_000)),
     Drill(9, sigterm_while_backup_fails),
+    Drill(9, object_store_refusing, dict(hours=3, lines_per_hour=20_000)),
     Drill(10, sigterm_during_catch_up, dict(hours=2, lines_per_hour=300_000)),
     Drill(11, two_nodes, dict(hours=2, lines_per_hour=40_000, replay_s=120.0)),
     Drill(12, hostile_tree, dict(programs=8, steps=80)),

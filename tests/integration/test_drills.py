@@ -20,6 +20,7 @@ from drills import (
     hostile_lines,
     hostile_tree,
     local_state_lost,
+    object_store_refusing,
     sigkill_during_outage,
     sigkill_mid_tail,
     sigterm_while_backup_fails,
@@ -102,6 +103,11 @@ async def test_the_backup_target_drill_is_skipped_not_failed_without_root(tmp_pa
     monkeypatch.setattr("os.geteuid", lambda: 1000)
     result = await backup_target_unwritable(DrillContext("127.0.0.1:1", tmp_path, "unused."))
     assert (result.skipped, result.outcome, result.checks) == ("needs root", "skipped: needs root", [])
+
+
+async def test_an_object_store_without_its_bucket_then_refusing_writes_is_retried_while_data_and_seals_flow(ctx):
+    result = await object_store_refusing(ctx)
+    assert result.ok, result.describe()
 
 
 async def test_sigterm_while_a_backup_keeps_failing_exits_within_the_stop_bound(ctx):
