@@ -1,5 +1,7 @@
 """BACKUP_SINK=object_store in a real worker: every sealed file uploaded to the S3 server the tests
-start (moto), recorded in the backups table; a worker without its bucket does not start."""
+start (moto), recorded in the backups table; while the bucket is missing every file is parked as
+``permission``, and a retry backs it up once the bucket is made; a worker without BACKUP_URL does
+not start."""
 
 from __future__ import annotations
 
