@@ -60,17 +60,20 @@ class MotoS3:
 
     def require_authentication(self) -> None:
         """From now on every request must be signed by a known access key allowed the action."""
-        # Not form-encoded: moto reads the count from the raw body, which Flask empties for a form.
-        request = urllib.request.Request(
-            f"{self.endpoint}/moto-api/reset-auth", data=b"0", method="POST", headers={"Content-Type": "text/plain"}
-        )
-        with urllib.request.urlopen(request, timeout=10):
-            pass
+        self._reset_auth(0)
 
     def accept_any_credentials(self) -> None:
         """Undo :meth:`require_authentication`: requests go unchecked again (for the next billion)."""
+        self._reset_auth(10**9)
+
+    def _reset_auth(self, unchecked_requests: int) -> None:
+        """Let the next ``unchecked_requests`` go without authentication, then check every one."""
+        # Not form-encoded: moto reads the count from the raw body, which Flask empties for a form.
         request = urllib.request.Request(
-            f"{self.endpoint}/moto-api/reset-auth", data=b"1000000000", method="POST", headers={"Content-Type": "text/plain"}
+            f"{self.endpoint}/moto-api/reset-auth",
+            data=str(unchecked_requests).encode(),
+            method="POST",
+            headers={"Content-Type": "text/plain"},
         )
         with urllib.request.urlopen(request, timeout=10):
             pass

@@ -1330,47 +1330,45 @@ async def object_store_refusing(
     result = DrillResult(9, "object store: bucket missing, then writes refused", variant="c")
     server = MotoS3(ctx.root)
     server.start()
-    bucket = "drill-backups"
-    sidecar = ctx.sidecar(
-        BACKUP_SINK="object_store",
-        BACKUP_URL=f"s3://{bucket}/node",
-        BACKUP_ENDPOINT=server.endpoint,
-        BACKUP_PATH_STYLE="true",
-        **credentials_env(),
-    )
-    corpus(sidecar.watch, hours=hours, lines_per_hour=lines_per_hour)
-    worker = sidecar.start()
     try:
-        refused = lambda text: (
-            lambda: any(  # noqa: E731
-                e["reason"] == "permission" and text in e["error"] for e in sidecar.events("backup_failed")
-            )
+        bucket = "drill-backups"
+        sidecar = ctx.sidecar(
+            BACKUP_SINK="object_store",
+            BACKUP_URL=f"s3://{bucket}/node",
+            BACKUP_ENDPOINT=server.endpoint,
+            BACKUP_PATH_STYLE="true",
+            **credentials_env(),
         )
-        await wait_for(worker, refused("the bucket does not exist"), "a backup to fail for want of the bucket")
-        result.verified(await sidecar.verify(), label="data and seals while the bucket is missing")
-        server.client().create_bucket(Bucket=bucket)
-        server.require_authentication()
-        await wait_for(worker, refused("refused the credentials"), "a backup to fail on refused credentials")
-        await asyncio.sleep(phase_s)
-        failures = metric_value(worker, "hyperdata_sidecar_backups_total", result="failed")
-        result.note(f"{failures:.0f} failed attempts counted while the store refused")
-        result.check("failures are counted (backups_total{result=failed})", failures >= 2)
-        server.accept_any_credentials()
-        cleared_at = time.monotonic()
-        await wait_for(worker, lambda: _all_sealed_backed_up(worker), "every sealed file backed up", timeout_s=180.0)
-        result.recovery_s = time.monotonic() - cleared_at
-        result.verified(await sidecar.verify(), label="with backups")
-        wrong = _objects_not_matching(server, bucket, "node", sidecar.watch, _backed_up_paths(worker))
-        result.check("every sealed file is an object with its size and sha256", not wrong, "; ".join(wrong[:3]))
-        await stop(worker, result)
+        corpus(sidecar.watch, hours=hours, lines_per_hour=lines_per_hour)
+
+        def refused(text: str) -> Callable[[], bool]:
+            """A backup failed as ``permission`` with ``text`` in its error."""
+            return lambda: any(e["reason"] == "permission" and text in e["error"] for e in sidecar.events("backup_failed"))
+
+        worker = sidecar.start()
+        try:
+            await wait_for(worker, refused("the bucket does not exist"), "a backup to fail for want of the bucket")
+            result.verified(await sidecar.verify(), label="data and seals while the bucket is missing")
+            server.client().create_bucket(Bucket=bucket)
+            server.require_authentication()
+            await wait_for(worker, refused("refused the credentials"), "a backup to fail on refused credentials")
+            await asyncio.sleep(phase_s)
+            failures = metric_value(worker, "hyperdata_sidecar_backups_total", result="failed")
+            result.note(f"{failures:.0f} failed attempts counted while the store refused")
+            result.check("failures are counted (backups_total{result=failed})", failures >= 2)
+            server.accept_any_credentials()
+            cleared_at = time.monotonic()
+            await wait_for(worker, lambda: _all_sealed_backed_up(worker), "every sealed file backed up", timeout_s=180.0)
+            result.recovery_s = time.monotonic() - cleared_at
+            result.verified(await sidecar.verify(), label="with backups")
+            wrong = _objects_not_matching(server, bucket, "node", sidecar.watch, [f["path"] for f in worker.backed_up()])
+            result.check("every sealed file is an object with its size and sha256", not wrong, "; ".join(wrong[:3]))
+            await stop(worker, result)
+        finally:
+            await asyncio.to_thread(worker.stop)
     finally:
-        await asyncio.to_thread(worker.stop)
         server.stop()
     return result
-
-
-def _backed_up_paths(worker: WorkerProcess) -> list[str]:
-    return [f["path"] for f in worker.get_json("/sidecar/files/")["files"] if f["state"] == "backed_up"]
 
 
 def _all_sealed_backed_up(worker: WorkerProcess) -> bool:

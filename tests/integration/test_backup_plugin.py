@@ -56,21 +56,17 @@ def cas_worker(plugin_site: Path, kafka_bootstrap: str, tmp_path_factory: pytest
     worker = WorkerProcess(SIDECAR_APP, settings, root, extra_path=plugin_site)
     worker.start()
     try:
-        worker.wait_until(lambda: len(backed_up(worker)) == len(TABLES) * (HOURS - 1), "every finished hour backed up")
+        worker.wait_until(lambda: len(worker.backed_up()) == len(TABLES) * (HOURS - 1), "every finished hour backed up")
         yield worker
     finally:
         worker.stop()
-
-
-def backed_up(worker: WorkerProcess) -> list[dict]:
-    return [f for f in worker.get_json("/sidecar/files/")["files"] if f["state"] == "backed_up"]
 
 
 def test_the_plugin_sink_stores_every_sealed_file_and_the_backups_table_records_it(cas_worker: WorkerProcess) -> None:
     objects = Path(cas_worker.env["CAS_SINK_ROOT"]) / "sha256"
     watch = Path(cas_worker.env["WATCH_DIR"])
 
-    for row in backed_up(cas_worker):
+    for row in cas_worker.backed_up():
         digest = hashlib.sha256((watch / row["path"]).read_bytes()).hexdigest()
         record = cas_worker.get_json(f"/table/sidecar-backups/{urllib.parse.quote(row['path'], safe='')}/")
         assert (record["status"], record["sink"], record["ref"], record["sha256"]) == ("ok", "cas", f"cas:{digest}", digest)
@@ -82,7 +78,7 @@ def test_the_status_json_lists_the_plugin_sinks_backups(cas_worker: WorkerProces
     status = cas_worker.get_json("/sidecar/status/")
 
     assert status["config"]["backup_sink"] == "cas"
-    assert sorted(b["path"] for b in status["backups"]) == sorted(f["path"] for f in backed_up(cas_worker))
+    assert sorted(b["path"] for b in status["backups"]) == sorted(f["path"] for f in cas_worker.backed_up())
     assert {(b["sink"], b["ref"].split(":")[0]) for b in status["backups"]} == {("cas", "cas")}
 
 

@@ -45,14 +45,10 @@ def s3_worker(s3_server: MotoS3, kafka_bootstrap: str, tmp_path_factory: pytest.
     worker = WorkerProcess(SIDECAR_APP, settings, root)
     worker.start()
     try:
-        worker.wait_until(lambda: len(backed_up(worker)) == len(TABLES) * (HOURS - 1), "every finished hour backed up")
+        worker.wait_until(lambda: len(worker.backed_up()) == len(TABLES) * (HOURS - 1), "every finished hour backed up")
         yield worker
     finally:
         worker.stop()
-
-
-def backed_up(worker: WorkerProcess) -> list[dict]:
-    return [f for f in worker.get_json("/sidecar/files/")["files"] if f["state"] == "backed_up"]
 
 
 def test_every_sealed_file_is_an_object_with_its_sha256_and_the_backups_table_records_its_url(
@@ -62,7 +58,7 @@ def test_every_sealed_file_is_an_object_with_its_sha256_and_the_backups_table_re
     watch = Path(s3_worker.env["WATCH_DIR"])
     client = s3_server.client()
 
-    rows = backed_up(s3_worker)
+    rows = s3_worker.backed_up()
     for row in rows:
         content = (watch / row["path"]).read_bytes()
         digest = hashlib.sha256(content).hexdigest()

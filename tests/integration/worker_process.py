@@ -138,6 +138,10 @@ class WorkerProcess:
         assert status == 200, f"GET {path} answered {status}: {body[:300]!r}"
         return json.loads(body)
 
+    def backed_up(self) -> list[dict[str, Any]]:
+        """The rows of ``/sidecar/files/`` whose backup is done."""
+        return [f for f in self.get_json("/sidecar/files/")["files"] if f["state"] == "backed_up"]
+
     def wait_until(self, condition: Callable[[], bool], what: str) -> None:
         """Poll ``condition`` until it holds; fail naming ``what`` (with the worker's log) after DEADLINE_S."""
         deadline = time.monotonic() + DEADLINE_S
