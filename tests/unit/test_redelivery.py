@@ -30,24 +30,11 @@ from hyperdata_sidecar.redelivery import Redelivery
 from hyperdata_sidecar.tailer_events import TailerEvents
 
 from fake_broker import FakeBroker, FakeHost
+from test_core_window import Landed
 from test_table_tailer import COINS, DLQ, PARTITIONS, SPEC, TOPIC, append, hour_path, line, new_tailer
 
 TABLE = SPEC.dir_name
 TOPICS = Topics(TOPIC, 6, DLQ, 3)
-
-
-class Landed:
-    def __init__(self, topic: str, partition: int, offset: int) -> None:
-        self._t, self._p, self._o = topic, partition, offset
-
-    def topic(self) -> str:
-        return self._t
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int:
-        return self._o
 
 
 class FakePublisher:
