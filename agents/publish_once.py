@@ -22,6 +22,7 @@ from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.transactions import TransactionAborted
 
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
 STOP_CHECK_S = 0.5
@@ -93,7 +94,7 @@ class PublishOnce:
                     return Published.ON_TOPIC
                 await self.dataplane.send(*record)
                 return Published.SENT
-            except (TimeoutError, KafkaException, KafkaError, OSError) as exc:
+            except (TimeoutError, KafkaException, KafkaError, OSError, TransactionAborted) as exc:
                 # The data plane never gives a record up while the broker is away; what fails here is a
                 # refusal (topic missing, not authorized) or the one read of the topic.
                 self.metrics.producer_error(kind)
@@ -114,7 +115,10 @@ class PublishOnce:
         beginning to its end offsets of the moment the read starts."""
         settings = self.settings
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False, **settings.security.client_kwargs()
+            bootstrap_servers=settings.kafka_bootstrap,
+            enable_auto_commit=False,
+            isolation_level="read_committed" if settings.exactly_once else "read_uncommitted",
+            **settings.security.client_kwargs(),
         )
         partitions = [TopicPartition(topic, p) for p in range(self.dataplane.partitions[topic])]
         await consumer.start()

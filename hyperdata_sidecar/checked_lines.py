@@ -20,6 +20,7 @@ from hyperdata_sidecar.core.topic_check import TopicGuard, TopicRefused
 from hyperdata_sidecar.core.window import Cycle, WriterState
 from hyperdata_sidecar.digest import ReadChunk
 from hyperdata_sidecar.engines import Handover, LineEngine
+from hyperdata_sidecar.transactions import Transactions
 
 
 class TopicNotWritable(TopicRefused, KafkaException):
@@ -34,10 +35,11 @@ class CheckedLines:
     and note the topics' epochs in the cycle's deliveries (what :class:`~hyperdata_sidecar.core.topic_check.Landings`
     compares). Everything else is the engine's."""
 
-    def __init__(self, engine: LineEngine, guard: TopicGuard, topics: Topics) -> None:
+    def __init__(self, engine: LineEngine, guard: TopicGuard, topics: Topics, txn: Transactions) -> None:
         self.engine = engine
         self.guard = guard
         self.topics = (topics.data, topics.dlq)
+        self.txn = txn
 
     @property
     def held_bytes(self) -> int:
@@ -50,13 +52,15 @@ class CheckedLines:
         return self.engine.deliveries()
 
     def handover(self, chunk: ReadChunk, cycle: Cycle) -> Handover:
-        return CheckedHandover(self.engine.handover(chunk, cycle), self.guard, self.topics, cycle.deliveries)
+        return CheckedHandover(
+            self.engine.handover(chunk, cycle), self.guard, self.topics, cycle.deliveries, self.txn, len(chunk)
+        )
 
     def flush_partial(self) -> Line | OversizeLine | None:
         return self.engine.flush_partial()
 
     def unterminated(self, item: Line | OversizeLine, cycle: Cycle) -> Handover:
-        return CheckedHandover(self.engine.unterminated(item, cycle), self.guard, self.topics, cycle.deliveries)
+        return CheckedHandover(self.engine.unterminated(item, cycle), self.guard, self.topics, cycle.deliveries, self.txn, 0)
 
     def rebuild(self, cycle: Cycle, data: bytes) -> Mapping[tuple[str, int], list[Record]]:
         return self.engine.rebuild(cycle, data)
@@ -66,13 +70,24 @@ class CheckedLines:
 
 
 class CheckedHandover:
-    """One hand-over behind the door: each step first checks the topics."""
+    """One hand-over behind the door: each step first checks the topics, then passes the
+    transaction's gate (exactly_once: not while the transaction closes or commits)."""
 
-    def __init__(self, handover: Handover, guard: TopicGuard, topics: tuple[str, ...], deliveries: Deliveries) -> None:
+    def __init__(
+        self,
+        handover: Handover,
+        guard: TopicGuard,
+        topics: tuple[str, ...],
+        deliveries: Deliveries,
+        txn: Transactions,
+        nbytes: int,
+    ) -> None:
         self.handover = handover
         self.guard = guard
         self.topics = topics
         self.deliveries = deliveries
+        self.txn = txn
+        self.nbytes = nbytes  # counted against the transaction's budget on the first step
         self.refusal: BaseException | None = None
 
     async def step(self) -> bool:
@@ -83,6 +98,16 @@ class CheckedHandover:
                 return False
         for topic in self.topics:
             self.deliveries.handed(topic, self.guard.epoch(topic))
-        done = await self.handover.step()
+        await self.txn.enter_read(self.nbytes)
+        self.nbytes = 0
+        try:
+            done = await self.handover.step()
+        finally:
+            self.txn.leave_read()
         self.refusal = self.handover.refusal
+        if self.refusal is not None and not isinstance(self.refusal, TopicNotWritable):
+            # exactly_once: a record the client refuses cannot be in the transaction; it is aborted
+            # and the reads redone (at_least_once: nothing here, the table holds).
+            self.txn.record_failed(f"the client refused a record: {self.refusal}")
+        self.txn.check()
         return done

@@ -64,6 +64,10 @@ DEFAULTS: dict[str, str] = {
     "PRODUCER_COMPRESSION": "zstd",
     "PRODUCER_COMPRESSION_LEVEL": "-1",
     "SIDECAR_ENGINE": "auto",
+    "DELIVERY": "at_least_once",
+    "TXN_MAX_MS": "250",
+    "TXN_MAX_BYTES": "33554432",
+    "TXN_TIMEOUT_MS": "60000",
     "KAFKA_SECURITY_PROTOCOL": "PLAINTEXT",
     "KAFKA_SASL_MECHANISM": "",
     "KAFKA_SASL_USERNAME": "",
@@ -77,6 +81,10 @@ DEFAULTS: dict[str, str] = {
 #: group under the name ``BACKUP_SINK`` selects (this project registers ``local`` and ``none``).
 BACKUP_SINK_GROUP = "hyperdata_sidecar.backup_sinks"
 INITIAL_POSITIONS = ("beginning", "end")
+DELIVERY_CHOICES = ("at_least_once", "exactly_once")
+#: librdkafka refuses a message.timeout.ms above transaction.timeout.ms; the broker's default cap on
+#: transaction.timeout.ms (transaction.max.timeout.ms) is 15 minutes.
+TXN_TIMEOUT_RANGE_MS = (1000, 900_000)
 COMPRESSION_CODECS = ("zstd", "lz4", "snappy", "gzip", "none")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -193,7 +201,16 @@ class Settings:
     producer_compression: str  # librdkafka's compression.type of the data plane
     producer_compression_level: int  # its compression.level (-1: the codec's default)
     engine: str  # the line engine asked for (auto, native or python); the worker chooses at start
+    delivery: str  # at_least_once | exactly_once (the data plane's producer transactional)
+    txn_max_s: float  # exactly_once: a transaction is committed once it is this old ...
+    txn_max_bytes: int  # ... or once its reads handed over this many bytes
+    txn_timeout_ms: int  # exactly_once: librdkafka's transaction.timeout.ms (the broker aborts a transaction open longer)
     security: KafkaSecurity
+
+    @property
+    def exactly_once(self) -> bool:
+        """True with ``DELIVERY=exactly_once``: records and their progress are written in transactions."""
+        return self.delivery == "exactly_once"
 
     def topic_for(self, spec: TableSpec) -> str:
         return self.topics[spec.dir_name]
@@ -231,6 +248,16 @@ class Settings:
             "node_id": self.node_id,
             "web": f"{self.web_bind}:{self.web_port}",
             "engine": self.engine,
+            "delivery": self.delivery,
+            **(
+                {
+                    "txn_max_ms": round(self.txn_max_s * 1000),
+                    "txn_max_bytes": self.txn_max_bytes,
+                    "txn_timeout_ms": self.txn_timeout_ms,
+                }
+                if self.exactly_once
+                else {}
+            ),
             "security_protocol": self.security.protocol,
             **({"backup_store": self.backup_store.summary()} if self.backup_store else {}),
         }
@@ -313,6 +340,10 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         producer_compression=_choice(raw, "PRODUCER_COMPRESSION", COMPRESSION_CODECS),
         producer_compression_level=_compression_level(raw),
         engine=_choice(raw, "SIDECAR_ENGINE", ENGINE_CHOICES),
+        delivery=_choice(raw, "DELIVERY", DELIVERY_CHOICES),
+        txn_max_s=_positive_int(raw, "TXN_MAX_MS") / 1000,
+        txn_max_bytes=_positive_int(raw, "TXN_MAX_BYTES"),
+        txn_timeout_ms=_txn_timeout_ms(raw),
         security=security,
     )
     try:
@@ -355,6 +386,18 @@ def _compression_level(raw: Mapping[str, str]) -> int:
         choice = f"-1 or 0..{high}" if high >= 0 else "-1 (the codec has no levels)"
         raise ConfigError("PRODUCER_COMPRESSION_LEVEL", f"{level} is not a level of {codec}: {choice}")
     return level
+
+
+def _txn_timeout_ms(raw: Mapping[str, str]) -> int:
+    """``TXN_TIMEOUT_MS``: within what librdkafka and the broker's default accept, and above ``TXN_MAX_MS``
+    (a transaction must be able to close before the broker aborts it)."""
+    value = _int(raw, "TXN_TIMEOUT_MS")
+    low, high = TXN_TIMEOUT_RANGE_MS
+    if not low <= value <= high:
+        raise ConfigError("TXN_TIMEOUT_MS", f"must be {low}..{high} (got {value})")
+    if value < 4 * _positive_int(raw, "TXN_MAX_MS"):
+        raise ConfigError("TXN_TIMEOUT_MS", f"must be at least 4 x TXN_MAX_MS (got {value})")
+    return value
 
 
 def _non_negative_int(raw: Mapping[str, str], name: str) -> int:

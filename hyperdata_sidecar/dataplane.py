@@ -60,6 +60,7 @@ from hyperdata_sidecar.engines import Engine, FileLines, LineEngine, Producer
 from hyperdata_sidecar.logs import EventLog, RepeatFilter
 from hyperdata_sidecar.topic_admin import LIBRDKAFKA_LOGGER, METADATA_TIMEOUT_S, TopicAdmin, TopicLookFailed
 from hyperdata_sidecar.topics import load_contract, producer_max_request_size
+from hyperdata_sidecar.transactions import Transactions
 
 POLL_BUSY_S = 0.005  # how often delivery reports are served while they keep coming
 POLL_IDLE_S = 0.1  # ... slowing down to this when none came (idle, or the broker is away)
@@ -90,6 +91,7 @@ class DataPlane:
         settings: Settings,
         log: EventLog,
         engine: Engine,
+        txn: Transactions,
         *,
         on_broker: Callable[[bool], None],
         on_login_refused: Callable[[str], None],
@@ -98,6 +100,7 @@ class DataPlane:
     ) -> None:
         self.settings = settings
         self.engine = engine
+        self.txn = txn
         self.log = log
         self._on_broker = on_broker
         self._on_login_refused = on_login_refused
@@ -146,7 +149,15 @@ class DataPlane:
                 batch_bytes=self.batch_bytes,
                 contract=producer_max_request_size(load_contract({})),
             )
-        self._producer = self.engine.producer(self._config())
+        producer = self.engine.producer(self._config())
+        try:
+            await self.txn.start(producer)
+        except Exception as exc:
+            error = self.engine.txn_error(exc)
+            if error is None:
+                raise
+            raise DataPlaneError(f"init_transactions: {error.name} ({error.detail})") from exc
+        self._producer = producer
         self._set_connected(True)
 
     def _config(self) -> dict[str, Any]:
@@ -171,6 +182,7 @@ class DataPlane:
             "stats_cb": self._stats,
             "logger": logging.getLogger(LIBRDKAFKA_LOGGER),
             "log_level": 4,
+            **self.txn.config(),
         }
 
     # ------------------------------------------------------------------ the ways to the producer
@@ -178,7 +190,7 @@ class DataPlane:
     def lines(self, file: FileLines) -> LineEngine:
         """The engine's line engine of ``file``, handing its records to the producer (the hot path)
         while its topics may be written. Raises :class:`DataPlaneError` before :meth:`connect`."""
-        return CheckedLines(self.engine.lines(self._connected_producer(), file), self.guard, file.topics)
+        return CheckedLines(self.engine.lines(self._connected_producer(), file), self.guard, file.topics, self.txn)
 
     def resend(self, record: Record, on_delivery: Callable[[Any, Any], None]) -> None:
         """Queue ``record`` again (after a failed delivery); raises ``BufferError`` while the queue is
@@ -187,6 +199,7 @@ class DataPlane:
         refusal = self.guard.refusal(record.topic)
         if refusal is not None:
             raise TopicNotWritable(record.topic, refusal)
+        self.txn.check()  # exactly_once aborts instead of sending again: never reached then
         producer.produce(record.topic, record.value, record.key, record.partition, on_delivery, None, 0, record.headers)
 
     def _connected_producer(self) -> Producer:
@@ -282,10 +295,12 @@ class DataPlane:
                 future.set_result(None)
 
     async def send(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
-        """Publish one low-rate record (a seal, a snapshot event) and return once the broker has it.
+        """Publish one low-rate record (a seal, a snapshot event) and return once the broker has it
+        (with exactly_once: once its transaction committed).
 
         Waits through broker outages (the record is never given up). Raises ``KafkaException``
-        if the broker refuses it for good.
+        if the broker refuses it for good, :class:`~hyperdata_sidecar.transactions.TransactionAborted`
+        if its transaction was aborted (the caller sends it again).
         """
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -308,12 +323,36 @@ class DataPlane:
 
         producer = self._connected_producer()
         while True:
+            number = await self.txn.admit(len(value))
             try:
                 producer.produce(topic, value, key, partition, delivered, None, 0, headers)
                 break
             except BufferError:
                 await asyncio.sleep(POLL_BUSY_S)
         await done
+        await self.txn.committed_through(number)
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.txn.enabled
+
+    async def send_internal(self, topic: str, key: bytes | None, value: bytes) -> None:
+        """exactly_once: write one record of an internal topic (one partition: progress, rotations,
+        snapshot events) into the open transaction, without waiting for it: its transaction commits
+        it with the records it covers, or a failure aborts both."""
+        producer = self._connected_producer()
+
+        def delivered(error: KafkaError | None, _message: Any) -> None:
+            if error is not None:
+                self.txn.record_failed(f"{topic}: {error.name()} ({error.str()})")
+
+        while True:
+            await self.txn.admit(len(value))
+            try:
+                producer.produce(topic, value, key, 0, delivered, None, 0, None)
+                return
+            except BufferError:
+                await asyncio.sleep(POLL_BUSY_S)
 
     # ------------------------------------------------------------------ client events
 
@@ -364,6 +403,16 @@ class DataPlane:
         if connected != self.connected:
             self.connected = connected
             self._on_broker(connected)
+
+    # ------------------------------------------------------------------ transactions (exactly_once)
+
+    async def commit_loop(self, stopping: Callable[[], bool]) -> None:
+        """Commit the open transaction whenever it is due, until ``stopping()`` (nothing with at_least_once)."""
+        await self.txn.run(stopping)
+
+    async def finish(self) -> None:
+        """At stop, after the ticks ended: commit what the open transaction holds."""
+        await self.txn.finish()
 
     # ------------------------------------------------------------------ shutdown
 

@@ -39,6 +39,11 @@ EXPORTED: dict[str, str] = {
     "hyperdata_sidecar_backup_seconds": "histogram",
     "hyperdata_sidecar_producer_errors_total": "counter",
     "hyperdata_sidecar_producer_retries_total": "counter",
+    "hyperdata_sidecar_transactions_committed_total": "counter",
+    "hyperdata_sidecar_transactions_aborted_total": "counter",
+    "hyperdata_sidecar_transaction_retries_total": "counter",
+    "hyperdata_sidecar_transaction_bytes_total": "counter",
+    "hyperdata_sidecar_transaction_close_seconds": "histogram",
     "hyperdata_sidecar_poll_cycle_seconds": "histogram",
     "hyperdata_sidecar_files_tailed": "gauge",
     "hyperdata_sidecar_oldest_unsealed_finalized_age_seconds": "gauge",
@@ -74,6 +79,7 @@ REWRITE_REASONS = ("truncated", "replaced")
 PRODUCER_ERROR_KINDS = ("hold", "seal", "snapshot", "transport", "login_refused", "client", "fatal", "partitions", "offsets")
 
 POLL_CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+TXN_CLOSE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 # From a running digest (milliseconds) to a full re-hash of a 50 GB file after a restart (minutes).
 SEAL_LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0)
 # From a no-op (a metadata look) to a 52 GB hour file over a slow link (hours).
@@ -171,6 +177,23 @@ class SidecarMetrics:
         )
         self._producer_errors = counter("producer_errors_total", "Data-plane producer errors by kind.", ("kind",))
         self._producer_retries = counter("producer_retries_total", "Data-plane batches sent again.")
+        self._txn_commits = counter("transactions_committed_total", "exactly_once: transactions of the data plane committed.")
+        self._txn_aborts = counter(
+            "transactions_aborted_total",
+            "exactly_once: transactions aborted (their reads redone from the last committed progress).",
+        )
+        self._txn_retries = counter(
+            "transaction_retries_total", "exactly_once: commits or aborts tried again (the coordinator did not answer in time)."
+        )
+        self._txn_bytes = counter(
+            "transaction_bytes_total", "exactly_once: bytes of reads handed over in committed transactions."
+        )
+        self._txn_seconds = Histogram(
+            PREFIX + "transaction_close_seconds",
+            "exactly_once: from a transaction's close (no new read) to its commit: the tables settling, then the commit.",
+            buckets=TXN_CLOSE_BUCKETS,
+            registry=self.registry,
+        )
         self._tick_seconds = Histogram(
             PREFIX + "poll_cycle_seconds",
             "Duration of one tick of a table's polling loop (its reads, publishing, reports and checkpoints; a catch-up tick lasts as long as the backlog).",
@@ -302,6 +325,17 @@ class SidecarMetrics:
         if kind not in PRODUCER_ERROR_KINDS:
             raise ValueError(f"producer error kind must be one of {PRODUCER_ERROR_KINDS}, not {kind!r}")
         self._producer_errors.labels(kind).inc()
+
+    def txn_committed(self, nbytes: int, close_s: float) -> None:
+        self._txn_commits.inc()
+        self._txn_bytes.inc(nbytes)
+        self._txn_seconds.observe(close_s)
+
+    def txn_aborted(self) -> None:
+        self._txn_aborts.inc()
+
+    def txn_retried(self) -> None:
+        self._txn_retries.inc()
 
     def producer_retry(self, count: int = 1) -> None:
         self._producer_retries.inc(count)

@@ -25,6 +25,7 @@ from hyperdata_sidecar.ports import TrackedView
 from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.table_backlogs import TableBacklogs
 from hyperdata_sidecar.tailer import Abandoned, TableTailer, TailerRooms
+from hyperdata_sidecar.transactions import TransactionAborted
 
 TICK_WAIT_S = 0.05  # how often the stop looks whether the ticks under way have ended
 
@@ -63,8 +64,8 @@ class NodeTables:
         self.ticking.add(table)
         try:
             await self.tailers[table].tick()
-        except Abandoned:
-            return
+        except (Abandoned, TransactionAborted):
+            return  # stopping, or the tables redo their reads after an aborted transaction (TableSync)
         except (OSError, EOFError) as exc:
             # A file the sidecar cannot read (permissions, a race with a rename, a file cut short
             # while it was being hashed): the table keeps its position, is not ready, and tries
@@ -77,6 +78,10 @@ class NodeTables:
         finally:
             self.ticking.discard(table)
         self.readiness.unreadable.pop(table, None)
+
+    def quiet(self) -> bool:
+        """No table has a cycle in flight (exactly_once: the open transaction may commit)."""
+        return all(tailer.quiet for tailer in self.tailers.values())
 
     async def ticks_finished(self, timeout: float) -> None:
         """Wait (at most ``timeout`` s) for the ticks under way to end. A tick that sees the worker

@@ -13,7 +13,7 @@ from typing import Any
 
 import faust
 
-from hyperdata_sidecar import aiokafka_backoff
+from hyperdata_sidecar import aiokafka_backoff, read_committed
 from hyperdata_sidecar.agents import (
     BackupWorker,
     PublishOnce,
@@ -30,6 +30,7 @@ from hyperdata_sidecar.config import ConfigError, Settings, load_settings
 from hyperdata_sidecar.dataplane import DataPlane
 from hyperdata_sidecar.engines import Engine, EngineUnavailable, select
 from hyperdata_sidecar.incidents import IncidentHistory
+from hyperdata_sidecar.internal_topics import InternalTopic
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.node_tables import NodeTables
@@ -46,6 +47,7 @@ from hyperdata_sidecar.table_backlogs import TableBacklogs
 from hyperdata_sidecar.table_sync import TableSync
 from hyperdata_sidecar.tailer import TailerRooms
 from hyperdata_sidecar.topics import internal_topic_name
+from hyperdata_sidecar.transactions import Transactions
 from hyperdata_sidecar.web import install_pages
 
 INSTALLED_ATTR = "_hyperdata_sidecar"
@@ -69,31 +71,47 @@ class Sidecar:
         self.tables = tables = StateTables(*(self._table(name, about) for name, about in STATE_TABLES))
         self.state_writer = writer = StateWriter(metrics, log, str(settings.state_path), shutdown.pause, reopen_rocksdb)
         self.broker = broker = BrokerLink(settings, metrics, log, shutdown)
-        self.readiness = readiness = Readiness(settings, metrics, log, broker, writer)
+        fatal = FatalProducer(app)
+        self.transactions = txn = Transactions(
+            settings,
+            engine,
+            metrics,
+            log,
+            transactional_id=f"{app.conf.id}-sidecar",
+            on_abort=lambda _reason: readiness.redo_reads(),
+            on_fenced=fatal.fenced,
+        )
+        self.readiness = readiness = Readiness(settings, metrics, log, broker, writer, txn)
         self.incidents = incidents = IncidentHistory(metrics, log)
         self.dataplane = dataplane = DataPlane(
             settings,
             log,
             engine,
+            txn,
             on_broker=broker.reachable,
             on_login_refused=broker.login_refused,
             on_error=metrics.producer_error,
-            on_fatal=FatalProducer(app),
+            on_fatal=fatal,
         )
         self.progress = progress = ProgressTopic(
-            self._topic("progress", "json"),
+            progress_topic := self._topic("progress", "json"),
             tables.offsets,
             (tables.offsets, tables.seals, tables.backups, tables.snapshots),
             writer,
             metrics,
             log,
+            out=InternalTopic(progress_topic, dataplane),
         )
+        rotations_topic, events_topic = self._topic("rotations", "raw"), self._topic("snapshot-events", "json")
         self.rotations = rotations = Rotations(
-            self._topic("rotations", "raw"), tables.seals, tables.backups, settings.node_id, log
+            rotations_topic, tables.seals, tables.backups, settings.node_id, log, out=InternalTopic(rotations_topic, dataplane)
         )
-        self.announcements = SnapshotAnnouncements(self._topic("snapshot-events", "json"), tables.snapshots, tables.backups)
+        self.announcements = SnapshotAnnouncements(
+            events_topic, tables.snapshots, tables.backups, out=InternalTopic(events_topic, dataplane)
+        )
         self.backlogs = TableBacklogs(metrics, log)
         self.node_tables = NodeTables(settings, tables.offsets, readiness, self.backlogs, metrics, log)
+        txn.quiet = self.node_tables.quiet
         self.watcher = SnapshotWatcher(
             settings, self.node_tables, SnapshotOffsets(settings, dataplane, log), self.announcements, progress, metrics, log
         )
@@ -109,6 +127,7 @@ class Sidecar:
             watcher=self.watcher,
             readiness=readiness,
             engine=engine,
+            txn=txn,
             shutdown=shutdown,
             metrics=metrics,
             log=log,
@@ -203,6 +222,8 @@ def install(app: faust.App, settings: Settings | None = None) -> Sidecar:
     if getattr(app, INSTALLED_ATTR, None) is not None:
         raise RuntimeError(f"hyperdata-sidecar is already installed on app {app.conf.id!r}")
     sidecar = Sidecar(app, settings or load_settings())
+    if sidecar.settings.exactly_once:
+        read_committed.install(app)
     setattr(app, INSTALLED_ATTR, sidecar)
     sidecar.install()
     return sidecar

@@ -18,6 +18,7 @@ import faust
 from aiokafka.errors import KafkaError
 
 from hyperdata_sidecar.core.cursor import FileCursor
+from hyperdata_sidecar.internal_topics import InternalTopic
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.state_writer import StateWriter
@@ -34,8 +35,11 @@ class ProgressTopic:
         writer: StateWriter,
         metrics: SidecarMetrics,
         log: EventLog,
+        *,
+        out: InternalTopic | None = None,
     ) -> None:
         self.topic = topic
+        self.out: InternalTopic | faust.types.TopicT = out if out is not None else topic  # checkpoints, forgets
         self._offsets = offsets
         self._forgotten_in = forgotten_in  # every table a forget removes the path from
         self._writer = writer
@@ -49,13 +53,13 @@ class ProgressTopic:
         """Send ``cursor``. A failed send is counted and logged, not raised: the next checkpoint of
         the file carries everything this one did (at worst a restart re-publishes)."""
         try:
-            await self.topic.send(key=cursor.path, value={"kind": "checkpoint", "cursor": cursor.to_record()})
+            await self.out.send(key=cursor.path, value={"kind": "checkpoint", "cursor": cursor.to_record()})
         except (TimeoutError, KafkaError, OSError) as exc:
             self._metrics.state_persist_failed()
             self.log.limited(logging.ERROR, "checkpoint_failed", cursor.path, 10.0, path=cursor.path, error=str(exc))
 
     async def forget(self, path: str) -> None:
-        await self.topic.send(key=path, value={"kind": "forget", "path": path})
+        await self.out.send(key=path, value={"kind": "forget", "path": path})
 
     async def barrier(self) -> None:
         """Return once every record sent to the topic before this call is applied."""

@@ -31,6 +31,7 @@ from hyperdata_sidecar.core.topic_check import OFFSETS_WENT_BACK, Landings, Topi
 from hyperdata_sidecar.core.window import Cycle, Window
 from hyperdata_sidecar.engines import FileLines, LineEngine
 from hyperdata_sidecar.tailer_events import TailerEvents
+from hyperdata_sidecar.transactions import TransactionAborted, Transactions
 
 HOLD_BACKOFF_S = (2.0, 5.0)  # first and longest wait before records of a held topic are sent again
 ROOM_WAIT_S = 0.01  # the producer's queue is full: wait this long for reports, then try again
@@ -51,6 +52,9 @@ class Publisher(Protocol):
 
     guard: TopicGuard
     """Which topics may be written now, their epochs and floors."""
+
+    txn: Transactions
+    """The transactions the records go into (exactly_once), a gate that lets everything through otherwise."""
 
     def lines(self, file: FileLines) -> LineEngine:
         """The engine's line engine of ``file``, handing its records to the producer."""
@@ -171,6 +175,20 @@ class PublishFlow:
                     else:
                         cycle.deliveries.distrust(topic, found)
 
+    @property
+    def txn(self) -> Transactions:
+        """The data plane's transactions (exactly_once; a gate that lets everything through otherwise)."""
+        return self.publisher.txn
+
+    def not_in_transaction(self, cycle: Cycle) -> None:
+        """exactly_once: a record of ``cycle`` was not delivered, so its transaction cannot commit:
+        abort it and end the tick (raises :class:`TransactionAborted`); the tables redo their reads.
+        Nothing with at_least_once (the records are sent again)."""
+        if self.txn.enabled:
+            failures = cycle.failures()
+            self.txn.record_failed(f"a record was not delivered: {failures[0] if failures else 'unknown'}")
+            raise TransactionAborted(self.txn.abort_reason or "a record was not delivered")
+
     def landed(self, cycle: Cycle) -> None:
         """``cycle`` was committed: where its records landed is what the next cycles' must be above."""
         for topic in self.topics:
@@ -189,6 +207,7 @@ class PublishFlow:
         self.events.held(reason, retry_in_s=backoff.delay, records=records)
         if not await backoff.wait(self.pause):
             raise Abandoned()
+        self.txn.check()
         for topic in topics:
             error = await self.publisher.refresh_metadata(topic)
             if error is not None:

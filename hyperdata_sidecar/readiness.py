@@ -34,12 +34,19 @@ class Readiness:
     """The lifecycle and every condition that makes the sidecar not ready."""
 
     def __init__(
-        self, settings: Settings, metrics: SidecarMetrics, log: EventLog, broker: ReasonGiver, state: StateProblem
+        self,
+        settings: Settings,
+        metrics: SidecarMetrics,
+        log: EventLog,
+        broker: ReasonGiver,
+        state: StateProblem,
+        transactions: ReasonGiver | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
         self.log = log
         self._broker = broker
+        self._transactions = transactions
         self._state = state
         self.lifecycle = Lifecycle()
         self.holds: dict[str, str] = {}  # table -> why it cannot publish now
@@ -51,6 +58,12 @@ class Readiness:
         self.lifecycle.move(phase)
         self.log.info("lifecycle", phase=phase.value)
         self.refresh()
+
+    def redo_reads(self) -> None:
+        """exactly_once: a transaction was aborted; the tables go back to syncing and redo their reads
+        from the last committed progress (:meth:`~hyperdata_sidecar.table_sync.TableSync.at_start`)."""
+        if self.lifecycle.phase is Phase.RUNNING:
+            self.move_to(Phase.SYNCING)
 
     def refresh(self) -> None:
         """Write the readiness gauge (on every lifecycle move, and every second)."""
@@ -81,6 +94,9 @@ class Readiness:
         broker = self._broker.not_ready_reason()
         if broker is not None and self.lifecycle.phase is not Phase.STOPPING:
             reasons.append(broker)
+        transactions = self._transactions.not_ready_reason() if self._transactions is not None else None
+        if transactions is not None:
+            reasons.append(transactions)
         reasons += [f"{table}: {reason}" for table, reason in sorted(self.node_outputs.items())]
         reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(self.holds.items())]
         reasons += [

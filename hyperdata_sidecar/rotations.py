@@ -19,6 +19,7 @@ import faust
 from hyperdata_sidecar.core.cursor import FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.handover import Occasion, needs_handover
 from hyperdata_sidecar.core.seal import SealManifest, revision_of
+from hyperdata_sidecar.internal_topics import InternalTopic
 from hyperdata_sidecar.logs import EventLog
 
 
@@ -26,9 +27,17 @@ class Rotations:
     """The rotation topic, and the ``sidecar-seals``/``sidecar-backups`` tables it is checked against."""
 
     def __init__(
-        self, topic: faust.types.TopicT, seals: Mapping[str, Any], backups: Mapping[str, Any], node_id: str, log: EventLog
+        self,
+        topic: faust.types.TopicT,
+        seals: Mapping[str, Any],
+        backups: Mapping[str, Any],
+        node_id: str,
+        log: EventLog,
+        *,
+        out: InternalTopic | None = None,
     ) -> None:
         self.topic = topic
+        self.out: InternalTopic | faust.types.TopicT = out if out is not None else topic
         self.seals = seals
         self.backups = backups
         self.node_id = node_id
@@ -36,7 +45,7 @@ class Rotations:
 
     async def rotate(self, manifest: SealManifest) -> None:
         """Hand a finalized file's revision to the seal and backup agents."""
-        await self.topic.send(key=manifest.path, value=manifest.to_json())
+        await self.out.send(key=manifest.path, value=manifest.to_json())
 
     def sealed(self, path: str, revision: int) -> bool:
         """True once the seal of ``path`` at ``revision`` (or a later one) is recorded."""

@@ -30,6 +30,7 @@ from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.shutdown import STOP_CHECK_S, Shutdown
 from hyperdata_sidecar.snapshots import SnapshotWatcher
 from hyperdata_sidecar.table_sync import TableSync
+from hyperdata_sidecar.transactions import TransactionAborted
 
 CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
 SNAPSHOT_POLL_S = 1.0  # how often periodic_abci_states is looked at (a few snapshots an hour)
@@ -67,6 +68,7 @@ class SidecarRuntime(Service):
         if await runtime.broker.connect(runtime.dataplane):
             runtime.readiness.move_to(Phase.SYNCING)
         self.add_future(runtime.dataplane.serve())
+        self.add_future(runtime.dataplane.commit_loop(lambda: runtime.shutdown.stopping))
 
     async def on_stop(self) -> None:
         await stop(self.runtime)
@@ -78,6 +80,7 @@ async def stop(runtime: Runtime) -> None:
     if runtime.readiness.lifecycle.phase is not Phase.STOPPING:
         runtime.readiness.move_to(Phase.STOPPING)
     await runtime.node_tables.ticks_finished(STOP_GRACE_S + STOP_CHECK_S)
+    await runtime.dataplane.finish()
     left = await runtime.dataplane.close(CLOSE_TIMEOUT_S)
     if left:
         runtime.log.warning("records_not_delivered_at_stop", records=left, note="published again after the restart")
@@ -109,6 +112,8 @@ def _install_poll_loop(app: faust.App, runtime: Runtime, table: str) -> None:
                     await runtime.sync.at_start()
                 if runtime.readiness.lifecycle.running:
                     await runtime.node_tables.tick(table)
+            except TransactionAborted:
+                pass  # exactly_once: the syncing phase redoes the reads (TableSync.at_start, next poll)
             except Exception as exc:
                 # Unknown state in memory: stop the worker rather than go on from it. A restart
                 # resumes from the last checkpoint, which never covers unacknowledged lines.
@@ -129,8 +134,9 @@ def _install_snapshot_loop(app: faust.App, runtime: Runtime) -> None:
             if runtime.readiness.lifecycle.running:
                 try:
                     await runtime.watcher.tick()
-                except (TimeoutError, OSError, KafkaError) as exc:
-                    # Unreadable snapshot dir, or the internal topic cannot take the event now: the next look tries again.
+                except (TimeoutError, OSError, KafkaError, TransactionAborted) as exc:
+                    # Unreadable snapshot dir, or the internal topic cannot take the event now (or its
+                    # transaction was aborted): the next look tries again.
                     runtime.log.limited(
                         logging.ERROR, "snapshot_poll_failed", "snapshots", 60.0, error=f"{type(exc).__name__}: {exc}"
                     )
@@ -153,5 +159,14 @@ class FatalProducer:
         self._crash: asyncio.Future[None] | None = None
 
     def __call__(self, error: confluent_kafka.KafkaError) -> None:
-        # Kept, since the event loop holds only a weak reference to a task (it could vanish unrun).
-        self._crash = asyncio.ensure_future(self.app.crash(confluent_kafka.KafkaException(error)))
+        self._stop(confluent_kafka.KafkaException(error))
+
+    def fenced(self, reason: str) -> None:
+        """exactly_once: another producer took this worker's ``transactional.id`` (a second worker
+        with the same NODE_ID started): this one has published nothing since, and stops."""
+        self._stop(RuntimeError(f"fenced by another worker with the same transactional.id: {reason}"))
+
+    def _stop(self, exc: BaseException) -> None:
+        if self._crash is None:
+            # Kept, since the event loop holds only a weak reference to a task (it could vanish unrun).
+            self._crash = asyncio.ensure_future(self.app.crash(exc))

@@ -30,6 +30,7 @@ from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.backup_status import status_of
 from hyperdata_sidecar.core.snapshots import SNAPSHOT_DIR, SnapshotFile, is_complete
 from hyperdata_sidecar.core.times import iso_utc
+from hyperdata_sidecar.internal_topics import InternalTopic
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.scanner import DatedTree
@@ -70,13 +71,21 @@ class SnapshotAnnouncements:
     """Snapshot events on their way to the ``snapshot`` agent: the internal snapshot-events topic,
     checked against the ``sidecar-snapshots`` and ``sidecar-backups`` tables."""
 
-    def __init__(self, topic: faust.types.TopicT, snapshots: Mapping[str, Any], backups: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        topic: faust.types.TopicT,
+        snapshots: Mapping[str, Any],
+        backups: Mapping[str, Any],
+        *,
+        out: InternalTopic | None = None,
+    ) -> None:
         self.topic = topic
+        self.out: InternalTopic | faust.types.TopicT = out if out is not None else topic
         self.snapshots = snapshots
         self.backups = backups
 
     async def announce(self, event: dict[str, Any]) -> None:
-        await self.topic.send(key=event["path"], value=event)
+        await self.out.send(key=event["path"], value=event)
 
     async def resend_unbacked(self) -> None:
         """Hand published snapshots whose backup is not done to the snapshot agent again (it skips

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from typing import Any
 
 from aiokafka.errors import KafkaError
@@ -26,6 +27,7 @@ from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.handover import Occasion
 from hyperdata_sidecar.core.lifecycle import Phase
 from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.core.txn import TxnPhase
 from hyperdata_sidecar.engines import Engine
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
@@ -37,6 +39,7 @@ from hyperdata_sidecar.shutdown import Shutdown
 from hyperdata_sidecar.snapshots import SnapshotAnnouncements, SnapshotWatcher
 from hyperdata_sidecar.state_writer import StateTables
 from hyperdata_sidecar.tailer import TailerRooms
+from hyperdata_sidecar.transactions import Transactions
 
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
 
@@ -57,6 +60,7 @@ class TableSync:
         watcher: SnapshotWatcher,
         readiness: Readiness,
         engine: Engine,
+        txn: Transactions,
         shutdown: Shutdown,
         metrics: SidecarMetrics,
         log: EventLog,
@@ -71,6 +75,7 @@ class TableSync:
         self.watcher = watcher
         self.readiness = readiness
         self.engine = engine
+        self.txn = txn
         self.shutdown = shutdown
         self.metrics = metrics
         self.log = log
@@ -84,6 +89,12 @@ class TableSync:
         async with self._lock:
             if self.readiness.lifecycle.phase is not Phase.SYNCING:
                 return
+            redo = self.txn.phase is TxnPhase.ABORTED
+            if redo:
+                # The tables' ticks end at their next write (TransactionAborted); then nothing of the
+                # old tailers runs, and a new transaction may begin.
+                await self.node_tables.ticks_finished(math.inf)
+                self.txn.resume()
             await self.progress.barrier()
             stored: dict[str, dict[str, FileCursor]] = {spec.dir_name: {} for spec in TABLES}
             for path, record in self.tables.offsets.items():
@@ -94,7 +105,7 @@ class TableSync:
             self.watcher.start(set(self.tables.snapshots.keys()))
             self.readiness.move_to(Phase.RUNNING)
             self.log.info(
-                "startup",
+                "reads_redone" if redo else "startup",
                 config=self.settings.public_summary(),
                 engine=self.engine.label(),
                 **self.node_tables.startup_summary(),

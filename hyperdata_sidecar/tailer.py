@@ -152,6 +152,11 @@ class TableTailer:
             if hour is not None and hour.table == self.table:
                 self.files[path] = self.factory.tail(hour, cursor)
 
+    @property
+    def quiet(self) -> bool:
+        """Nothing in flight: every cycle handed over was reported and its progress written."""
+        return not len(self.window)
+
     # ------------------------------------------------------------------ the tick
 
     async def tick(self) -> None:
@@ -337,6 +342,8 @@ class TableTailer:
             return
         self.events.bytes_read(len(chunk))
         engine = tail.engine
+        if self.flow.txn.closing:
+            await self._settle_all()  # exactly_once: the transaction commits once every table settled
         cycle = self.window.open(tail.path, engine.state(), deliveries=engine.deliveries())
         await self._hand_over(engine.handover(chunk, cycle))
         self._close(cycle, tail, complete=engine.held_bytes == 0)
@@ -386,6 +393,7 @@ class TableTailer:
         await self.flow.until(self.window.oldest().settled)
         self.flow.vouch(self.window)
         if self.window.oldest().failed():
+            self.flow.not_in_transaction(self.window.oldest())
             await self.redelivery.resolve(self.window, tail)
         cycle, cursor = self.window.commit(tail.cursor, head=tail.reader.head, data_topic=self.topics.data)
         self.flow.landed(cycle)
@@ -394,6 +402,8 @@ class TableTailer:
             self.published_block = max(cursor.last_block, self.published_block or cursor.last_block)
         self.events.committed(tail.path, cycle.tally)
         await self.progress.checkpoint(cursor)
+        if not len(self.window):
+            self.flow.txn.settled()
 
     # ------------------------------------------------------------------ finalization and sealed files
 

@@ -19,10 +19,11 @@ MOVES: dict[Phase, frozenset[Phase]] = {
     Phase.STARTING: frozenset({Phase.CONNECTING, Phase.STOPPING}),
     Phase.CONNECTING: frozenset({Phase.SYNCING, Phase.STOPPING}),
     Phase.SYNCING: frozenset({Phase.RUNNING, Phase.STOPPING}),
-    Phase.RUNNING: frozenset({Phase.STOPPING}),
+    Phase.RUNNING: frozenset({Phase.SYNCING, Phase.STOPPING}),
     Phase.STOPPING: frozenset(),
 }
-"""Allowed moves: forward one phase at a time, or to stopping from anywhere (once)."""
+"""Allowed moves: forward one phase at a time, or to stopping from anywhere (once); and back from
+running to syncing when an aborted transaction's reads are redone (``DELIVERY=exactly_once``)."""
 
 
 class Lifecycle:

@@ -45,6 +45,7 @@ from hyperdata_sidecar.engines.testing import NativeLinesOnPython
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.tailer import TailerRooms
+from hyperdata_sidecar.transactions import Transactions
 
 
 @dataclass(frozen=True)
@@ -91,13 +92,14 @@ class FakeBroker:
         for topic in partitions:
             self.guard.checked(topic, self.counts[topic], self.end_offsets(topic))
         self.suspected: list[tuple[str, str]] = []
+        self.txn = transactions()
 
     def lines(self, file: FileLines) -> LineEngine:
         """The data plane's ``lines`` (the ``Publisher`` protocol): the engine's line engine on this
         ``produce``, behind the door."""
         if isinstance(self.engine, NativeEngine):
-            return CheckedLines(NativeLinesOnPython(self.engine.module, self.produce, file), self.guard, file.topics)
-        return CheckedLines(PythonLines(file, self.produce), self.guard, file.topics)
+            return CheckedLines(NativeLinesOnPython(self.engine.module, self.produce, file), self.guard, file.topics, self.txn)
+        return CheckedLines(PythonLines(file, self.produce), self.guard, file.topics, self.txn)
 
     def resend(self, record: Record, callback: Callable[[Any, Any], None]) -> None:
         refusal = self.guard.refusal(record.topic)
@@ -250,4 +252,19 @@ def tailer_settings(watch, **env: str) -> Settings:
             "READ_BUDGET_BYTES": "2048",
             **env,
         }
+    )
+
+
+def transactions(settings: Settings | None = None) -> Transactions:
+    """The data plane's transactions, for ``settings`` (by default ``DELIVERY=at_least_once``: a gate
+    that lets everything through)."""
+    settings = settings or load_settings({"DELIVERY": "at_least_once"})
+    return Transactions(
+        settings,
+        PythonEngine("test"),
+        SidecarMetrics(),
+        EventLog(logging.getLogger("tests.fake_broker")),
+        transactional_id="app-sidecar",
+        on_abort=lambda _reason: None,
+        on_fenced=lambda _reason: None,
     )

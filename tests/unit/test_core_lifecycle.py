@@ -1,4 +1,5 @@
-"""The runtime's lifecycle: forward one phase at a time or to stopping, nothing else."""
+"""The runtime's lifecycle: forward one phase at a time or to stopping, back from running to syncing
+(the reads of an aborted transaction redone), nothing else."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def test_only_the_next_phase_or_stopping_is_allowed(start, to):
     index = FORWARD.index(start)
     allowed = to is not Phase.STOPPING and index + 1 < len(FORWARD) and FORWARD[index + 1] is to
     allowed = allowed or (to is Phase.STOPPING and start is not Phase.STOPPING)
+    allowed = allowed or (start is Phase.RUNNING and to is Phase.SYNCING)
     assert (to in MOVES[start]) is allowed
     if allowed:
         lifecycle.move(to)

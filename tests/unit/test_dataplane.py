@@ -30,14 +30,17 @@ from hyperdata_sidecar.engines import FileLines
 from hyperdata_sidecar.engines.python import PythonEngine, PythonLines
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.topic_admin import TopicLookFailed
+from hyperdata_sidecar.transactions import Transactions
+
+from fake_broker import transactions
 
 
-def make(tmp_path, **env: str) -> tuple[DataPlane, list, list]:
-    plane, changes, _errors, fatal = make_counting(tmp_path, **env)
+def make(tmp_path, txn: Transactions | None = None, **env: str) -> tuple[DataPlane, list, list]:
+    plane, changes, _errors, fatal = make_counting(tmp_path, txn, **env)
     return plane, changes, fatal
 
 
-def make_counting(tmp_path, **env: str) -> tuple[DataPlane, list, list, list]:
+def make_counting(tmp_path, txn: Transactions | None = None, **env: str) -> tuple[DataPlane, list, list, list]:
     """A data plane whose broker changes (a refused login as its words), error kinds and fatal
     errors land in lists."""
     settings = load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID": "unit", **env})
@@ -48,6 +51,7 @@ def make_counting(tmp_path, **env: str) -> tuple[DataPlane, list, list, list]:
         settings,
         EventLog(logging.getLogger("tests.dataplane")),
         PythonEngine("test"),
+        txn or transactions(settings),
         on_broker=changes.append,
         on_login_refused=changes.append,
         on_error=errors.append,
@@ -66,6 +70,21 @@ def test_the_producer_is_idempotent_waits_forever_and_keeps_batches_below_the_li
     config = plane._config()
     assert (config["enable.idempotence"], config["acks"], config["compression.type"]) == (True, "all", "zstd")
     assert (config["message.timeout.ms"], config["linger.ms"], config["batch.size"]) == (0, 50, 65000)
+    assert "transactional.id" not in config
+
+
+def test_exactly_once_makes_the_producer_transactional_and_bounds_a_record_by_the_transaction(tmp_path):
+    settings = load_settings(
+        {"WATCH_DIR": str(tmp_path), "NODE_ID": "unit", "DELIVERY": "exactly_once", "TXN_TIMEOUT_MS": "30000"}
+    )
+    plane, _, _ = make(tmp_path, txn=transactions(settings))
+    config = plane._config()
+    assert (config["transactional.id"], config["transaction.timeout.ms"], config["message.timeout.ms"]) == (
+        "app-sidecar",
+        30000,
+        30000,
+    )
+    assert (config["enable.idempotence"], config["acks"]) == (True, "all")
 
 
 def test_no_client_of_the_data_plane_creates_a_topic(tmp_path):
@@ -215,6 +234,7 @@ def door(tmp_path, **counts: int) -> tuple[DataPlane, list, list]:
         settings,
         EventLog(logging.getLogger("tests.dataplane")),
         FakeEngine("test"),
+        transactions(settings),
         on_broker=lambda _: None,
         on_login_refused=lambda _: None,
         on_error=errors.append,

@@ -21,7 +21,7 @@ from hyperdata_sidecar.core.window import Window, WriterState
 from hyperdata_sidecar.publishing import Abandoned, PublishFlow
 from hyperdata_sidecar.tailer_events import TailerEvents
 
-from fake_broker import FakeHost
+from fake_broker import FakeHost, transactions
 
 TABLE = "node_order_statuses_streaming"
 T, DLQ = "hyperliquid.order-statuses", "hyperliquid.sidecar-dlq"
@@ -34,6 +34,7 @@ class FakePublisher:
     def __init__(self) -> None:
         self.partitions = {T: 6, DLQ: 3}
         self.guard = TopicGuard(self.partitions)
+        self.txn = transactions()
         for topic, count in self.partitions.items():
             self.guard.checked(topic, count, dict.fromkeys(range(count), 0))
         self.until_calls: list[float | None] = []

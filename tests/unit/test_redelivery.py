@@ -29,7 +29,7 @@ from hyperdata_sidecar.publishing import Abandoned, PublishFlow
 from hyperdata_sidecar.redelivery import Redelivery
 from hyperdata_sidecar.tailer_events import TailerEvents
 
-from fake_broker import FakeBroker, FakeHost
+from fake_broker import FakeBroker, FakeHost, transactions
 from test_core_window import Landed
 from test_table_tailer import COINS, DLQ, PARTITIONS, SPEC, TOPIC, append, hour_path, line, new_tailer
 
@@ -45,6 +45,7 @@ class FakePublisher:
     def __init__(self) -> None:
         self.partitions = {TOPIC: 6, DLQ: 3}
         self.guard = TopicGuard(self.partitions)
+        self.txn = transactions()
         for topic, count in self.partitions.items():
             self.guard.checked(topic, count, dict.fromkeys(range(count), 0))
         self.queue: list[tuple[Record, Callable[[Any, Any], None]]] = []

@@ -25,6 +25,9 @@ class FakeDataPlane:
         self.order = order
         self.left = left
 
+    async def finish(self) -> None:
+        self.order.append("transaction finished")
+
     async def close(self, _timeout: float) -> int:
         self.order.append("data plane closed")
         return self.left
@@ -52,7 +55,7 @@ async def test_the_data_plane_closes_after_the_tick_under_way_has_ended(tmp_path
     ending = asyncio.create_task(tick_ends())
     await stop(stopping)
     await ending
-    assert order == ["tick ended", "data plane closed"]
+    assert order == ["tick ended", "transaction finished", "data plane closed"]
     assert stopping.readiness.lifecycle.phase is Phase.STOPPING
 
 
@@ -62,7 +65,7 @@ async def test_a_tick_that_does_not_end_holds_the_stop_for_the_grace_only(tmp_pa
     stopping = make_runtime(tmp_path, order)
     stopping.node_tables.ticking.add("node_fills_streaming")
     await asyncio.wait_for(stop(stopping), timeout=5.0)
-    assert order == ["data plane closed"]
+    assert order == ["transaction finished", "data plane closed"]
 
 
 async def test_records_left_undelivered_at_the_stop_are_said_in_one_line(tmp_path, caplog: pytest.LogCaptureFixture):

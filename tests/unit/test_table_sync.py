@@ -23,6 +23,7 @@ from hyperdata_sidecar.shutdown import Shutdown
 from hyperdata_sidecar.state_writer import StateTables
 from hyperdata_sidecar.table_sync import TableSync
 
+from fake_broker import transactions
 from test_readiness import make_readiness
 from test_rotations import DONE, FILLS, PARKED, TAILING, UNSEALED, TopicRecorder, finalized, rotations_with
 
@@ -105,6 +106,7 @@ def parts(tmp_path: Path, refusals: int = 0, stopping: list[bool] | None = None)
         watcher=watcher,  # type: ignore[arg-type]
         readiness=readiness,
         engine=PythonEngine("test"),
+        txn=transactions(),
         shutdown=Shutdown(lambda: flags[0]),
         metrics=metrics,
         log=EventLog(logging.getLogger(LOGGER)),

@@ -1,0 +1,320 @@
+"""The data plane's transactions (``DELIVERY=exactly_once``): every record and the progress that covers it, in one.
+
+Kafka Connect's exactly-once sources (KIP-618) write a batch of records and the source offsets that
+cover it in one transaction of one producer; this is the same for the sidecar. The engine's producer
+is transactional (``transactional.id`` = the app id, so a second worker with the same ``NODE_ID``
+fences the first at its start). A transaction carries the records of one or more reads of any
+tables, their dead letters, the progress records of those reads (the cursors the tailers'
+windows commit), rotation records and snapshot events; seals and snapshot records published by the
+agents wait for their transaction's commit before the agents record them.
+
+The room is a gate in front of the producer, kept by :class:`Transactions`:
+
+- a new read passes :meth:`Transactions.enter_read` (waits while the transaction closes or commits);
+  every other record passes :meth:`Transactions.admit` (waits while it commits);
+- :meth:`Transactions.run` closes the transaction once it is due (:class:`~hyperdata_sidecar.core.txn.TxnBudget`):
+  *closing*, no read starts and the tables settle what they have in flight (every cycle reported,
+  its progress record written); once all are quiet (``quiet()``), *committing*: librdkafka's
+  ``commit_transaction`` (in a thread; it flushes), and a new transaction begins. Reading the files
+  goes on meanwhile: only the hand-over to the producer waits.
+- **Faults as librdkafka documents them**: a commit that times out (the coordinator unreachable) is
+  tried again, the tables held and the reason named; an error that requires an abort (a record that
+  failed, a transaction the broker aborted after ``TXN_TIMEOUT_MS``) aborts the transaction, every
+  writer of it gets :class:`TransactionAborted`, and ``on_abort`` sends the tables back to *syncing*:
+  they redo their reads from the last committed progress (the bytes are still on disk); a fatal error
+  (``_FENCED``: another worker took the ``transactional.id``) stops the worker with one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hyperdata_sidecar.config import Settings
+from hyperdata_sidecar.core.txn import TxnBudget, TxnPhase
+from hyperdata_sidecar.engines import Engine, Producer, TxnError
+from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.metrics import SidecarMetrics
+
+#: How long one commit, abort or init waits before it is tried again (librdkafka lets a call that
+#: timed out be called again); between tries the tables are held, the reason named.
+CALL_TIMEOUT_S = 10.0
+#: How often :meth:`Transactions.run` looks whether the transaction is due when nothing wakes it.
+LOOK_EVERY_S = 0.05
+
+
+class TransactionAborted(Exception):
+    """The transaction this work wrote into was aborted (or the data plane is redoing its reads after
+    one): nothing it wrote will be read by a ``read_committed`` consumer. The table's tick ends; the
+    tables redo their reads from the last committed progress."""
+
+
+class ProducerFenced(TransactionAborted):
+    """Another producer with this worker's ``transactional.id`` took over: the worker stops."""
+
+
+class Transactions:
+    """The gate in front of a transactional producer; with ``DELIVERY=at_least_once`` it lets
+    everything through and never commits (:attr:`enabled` False)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        metrics: SidecarMetrics,
+        log: EventLog,
+        *,
+        transactional_id: str,
+        on_abort: Callable[[str], None],
+        on_fenced: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.enabled = settings.exactly_once
+        self.settings = settings
+        self.engine = engine
+        self.metrics = metrics
+        self.log = log
+        self.transactional_id = transactional_id
+        self._on_abort = on_abort
+        self._on_fenced = on_fenced
+        self._clock = clock
+        self.phase = TxnPhase.OFF
+        self.budget = TxnBudget(settings.txn_max_s, settings.txn_max_bytes)
+        self.number = 0  # the open (or last) transaction's number in this process
+        self.committed = 0  # the last committed one's
+        self.aborted: set[int] = set()
+        self.waiting_for: str | None = None  # what a commit or abort waits for (readiness)
+        self.abort_reason: str | None = None
+        self.quiet: Callable[[], bool] = lambda: True  # the tables: nothing in flight (set by the node tables)
+        self._producer: Producer | None = None
+        self._in_step = 0
+        self._changed = asyncio.Event()
+        self._closing = asyncio.Lock()  # one close at a time: the commit loop's, or the stop's
+
+    # ------------------------------------------------------------------ the producer
+
+    def config(self) -> dict[str, Any]:
+        """The producer's transactional settings (nothing with at_least_once). librdkafka refuses a
+        ``message.timeout.ms`` above ``transaction.timeout.ms``: a record not delivered by then fails,
+        and its transaction is aborted and redone."""
+        if not self.enabled:
+            return {}
+        timeout = self.settings.txn_timeout_ms
+        return {"transactional.id": self.transactional_id, "transaction.timeout.ms": timeout, "message.timeout.ms": timeout}
+
+    async def start(self, producer: Producer) -> None:
+        """Register the producer with the broker (fencing any earlier one with the same id, and
+        aborting what it left open), then begin the first transaction. Raises what
+        ``init_transactions`` raises when it cannot reach the coordinator (the caller retries)."""
+        if not self.enabled:
+            return
+        await asyncio.to_thread(producer.init_transactions, CALL_TIMEOUT_S)
+        self._producer = producer
+        self.log.info("transactions_started", transactional_id=self.transactional_id, timeout_ms=self.settings.txn_timeout_ms)
+        self._begin()
+
+    def _begin(self) -> None:
+        assert self._producer is not None
+        self._producer.begin_transaction()
+        self.number += 1
+        self.budget.opened(self._clock())
+        self.phase = TxnPhase.OPEN
+        self._wake()
+
+    # ------------------------------------------------------------------ the gate
+
+    @property
+    def closing(self) -> bool:
+        """True while a commit waits for the tables to settle what they have in flight."""
+        return self.phase is TxnPhase.CLOSING
+
+    def check(self) -> None:
+        """Raise :class:`TransactionAborted` while the tables must redo their reads."""
+        if self.phase is TxnPhase.ABORTED:
+            raise TransactionAborted(self.abort_reason or "the transaction was aborted")
+        if self.phase is TxnPhase.FENCED:
+            raise ProducerFenced(self.abort_reason or "fenced")
+
+    async def admit(self, nbytes: int = 0) -> int:
+        """Wait until a record may be written (not while a commit runs); the number of the
+        transaction it goes into. Raises :class:`TransactionAborted` while the tables redo their reads."""
+        if not self.enabled:
+            return 0
+        while self.phase in (TxnPhase.COMMITTING, TxnPhase.OFF):
+            self.check()
+            await self._wait()
+        self.check()
+        self.budget.took(nbytes)
+        return self.number
+
+    async def enter_read(self, nbytes: int) -> None:
+        """Wait until a read may be handed over (not while the transaction closes or commits); pair
+        with :meth:`leave_read`. Raises :class:`TransactionAborted` while the tables redo their reads."""
+        if not self.enabled:
+            return
+        while self.phase is not TxnPhase.OPEN:
+            self.check()
+            await self._wait()
+        self.budget.took(nbytes)
+        self._in_step += 1
+
+    def leave_read(self) -> None:
+        if self.enabled:
+            self._in_step -= 1
+            self._wake()
+
+    def settled(self) -> None:
+        """A table has nothing in flight any more (its window emptied): a closing commit may go on."""
+        if self.enabled:
+            self._wake()
+
+    def record_failed(self, reason: str) -> None:
+        """A record of the transaction was not delivered: it cannot commit; abort it and redo."""
+        if self.enabled and self.abort_reason is None:
+            self.abort_reason = reason
+            self._wake()
+
+    async def committed_through(self, number: int) -> None:
+        """Return once transaction ``number`` committed; raise :class:`TransactionAborted` if it did not."""
+        while self.enabled and self.committed < number:
+            if number in self.aborted:
+                raise TransactionAborted(f"transaction {number} was aborted")
+            self.check()
+            await self._wait()
+
+    async def _wait(self) -> None:
+        self._changed.clear()
+        await self._changed.wait()
+
+    def _wake(self) -> None:
+        self._changed.set()
+
+    # ------------------------------------------------------------------ commits
+
+    async def run(self, stopping: Callable[[], bool]) -> None:
+        """Commit the transaction whenever it is due (or abort it after a failed record) until the worker stops."""
+        if not self.enabled:
+            return
+        try:
+            await self._commit_loop(stopping)
+        except ProducerFenced:
+            return  # the worker stops (on_fenced)
+
+    async def _commit_loop(self, stopping: Callable[[], bool]) -> None:
+        while not stopping():
+            if self.phase is TxnPhase.OPEN and (self.abort_reason is not None or self.budget.due(self._clock())):
+                await self.close()
+                continue
+            wait = self.budget.wait_s(self._clock()) if self.budget.writes else LOOK_EVERY_S
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wait(), timeout=max(LOOK_EVERY_S, wait))
+
+    async def finish(self) -> None:
+        """At stop, once the ticks have ended: commit what the open transaction holds."""
+        if self.enabled and self.phase is TxnPhase.OPEN and self.budget.writes:
+            try:
+                await self.close()
+            except ProducerFenced:
+                return
+
+    async def close(self) -> None:
+        """Close the open transaction: let the tables settle, then commit it (or abort it)."""
+        async with self._closing:
+            if self.phase is TxnPhase.OPEN:
+                await self._close()
+
+    async def _close(self) -> None:
+        started = self._clock()
+        self.phase = TxnPhase.CLOSING
+        self._wake()
+        while self.abort_reason is None and not (self._in_step == 0 and self.quiet()):
+            await self._wait()
+        if self.abort_reason is not None:
+            await self.abort(self.abort_reason)
+            return
+        self.phase = TxnPhase.COMMITTING
+        self._wake()
+        error = await self._call("commit_transaction")
+        if error is not None:
+            await self.abort(f"{error.name}: {error.detail}")
+            return
+        self.committed = self.number
+        self.metrics.txn_committed(self.budget.bytes, self._clock() - started)
+        self._begin()
+
+    async def abort(self, reason: str) -> None:
+        """Abort the transaction: every writer of it gets :class:`TransactionAborted`, and the tables
+        redo their reads (``on_abort``) once their ticks have ended."""
+        self.abort_reason = reason
+        self.phase = TxnPhase.ABORTED
+        self._wake()
+        while self._in_step:
+            await self._wait()
+        self.aborted.add(self.number)
+        await self._call("abort_transaction")
+        self.metrics.txn_aborted()
+        self.log.warning(
+            "transaction_aborted",
+            number=self.number,
+            reason=reason,
+            redo="the tables read again from the last committed progress",
+        )
+        self._on_abort(reason)
+
+    def resume(self) -> None:
+        """The tables were rebuilt from the committed progress: begin a new transaction."""
+        if self.enabled and self.phase is TxnPhase.ABORTED:
+            self.abort_reason = None
+            self._begin()
+
+    async def _call(self, name: str) -> TxnError | None:
+        """Call the producer's ``name`` (commit or abort) until it returns; retriable errors (the
+        coordinator unreachable) are tried again, the tables held meanwhile. The error when the
+        transaction must be aborted instead; a fatal one fences the worker."""
+        assert self._producer is not None
+        call = getattr(self._producer, name)
+        while True:
+            try:
+                await asyncio.to_thread(call, CALL_TIMEOUT_S)
+                self.waiting_for = None
+                return None
+            except Exception as exc:
+                error = self.engine.txn_error(exc)
+                if error is None:
+                    raise
+            if error.fatal:
+                self._fenced(error)
+                raise ProducerFenced(error.detail)
+            if error.requires_abort and name == "commit_transaction":
+                self.waiting_for = None
+                return error
+            self.waiting_for = f"{name.replace('_', ' ')}: {error.name} ({error.detail})"
+            self.metrics.txn_retried()
+            self.log.limited(logging.WARNING, "transaction_waiting", name, 60.0, call=name, error=error.name, detail=error.detail)
+
+    def not_ready_reason(self) -> str | None:
+        """Why the transactions keep the worker from being ready, or None."""
+        if self.phase is TxnPhase.ABORTED:
+            return f"redoing the reads of an aborted transaction from the last committed progress ({self.abort_reason})"
+        if self.phase is TxnPhase.FENCED:
+            return f"fenced: another worker took transactional.id {self.transactional_id} ({self.abort_reason}); stopping"
+        if self.waiting_for is not None:
+            return f"the open transaction cannot end, the tables wait: {self.waiting_for}"
+        return None
+
+    def _fenced(self, error: TxnError) -> None:
+        self.phase = TxnPhase.FENCED
+        self.abort_reason = f"{error.name}: {error.detail}"
+        self._wake()
+        self.log.error(
+            "producer_fenced",
+            transactional_id=self.transactional_id,
+            error=error.name,
+            detail=error.detail,
+            meaning="another worker with this app id (the same NODE_ID) started; this one stops and publishes nothing more",
+        )
+        self._on_fenced(self.abort_reason)
