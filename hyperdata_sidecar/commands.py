@@ -29,6 +29,7 @@ from hyperdata_sidecar.core.snapshots import newest_at_or_below
 from hyperdata_sidecar.snapshot_offsets import snapshot_events
 from hyperdata_sidecar.tools.backup_retry import request_backup_retry, watched_relpath
 from hyperdata_sidecar.tools.generate import BAD_KINDS, generate_corpus, parse_size, parse_start
+from hyperdata_sidecar.tools.isolation import ISOLATION_LEVELS, READ_UNCOMMITTED
 from hyperdata_sidecar.tools.replay import replay as run_replay
 from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
 from hyperdata_sidecar.tools.verify import DLQ, SEALS, SNAPSHOTS
@@ -431,6 +432,16 @@ def install_commands(app: faust.App) -> None:
             help="Also check backups under this dir.",
         ),
         option("--allowed-duplicates", type=int, default=0, help="Duplicates tolerated before failing."),
+        option(
+            "--isolation",
+            type=click.Choice(ISOLATION_LEVELS),
+            default=READ_UNCOMMITTED,
+            help=(
+                "The consumer isolation level the verdict reads: read_committed for a sidecar publishing in "
+                "transactions (DELIVERY=exactly_once), which also reports, not failing, the duplicates a "
+                "read_uncommitted reader sees (records of aborted transactions)."
+            ),
+        ),
         option("--timeout", type=float, default=60.0, help="Seconds to wait for the topics to converge."),
         option("--settle", type=float, default=2.0, help="Seconds the end offsets must stay still."),
         option(
@@ -454,12 +465,13 @@ def install_commands(app: faust.App) -> None:
         node: str | None,
         backup_dir: Path | None,
         allowed_duplicates: int,
+        isolation: str,
         timeout: float,
         settle: float,
         snapshot_grace: float | None,
         report_json: Path | None,
     ) -> int:
-        """Check that every line, bad line, seal and backup of a watch tree is in Kafka, once and correct. Exit 1 if not."""
+        """Check that every line, bad line, seal and backup of a watch tree is in Kafka, once and correct, as a consumer of --isolation reads it. Exit 1 if not."""
         settings = load_settings()
         report = await run_verify(
             watch_dir or settings.watch_dir,
@@ -473,6 +485,7 @@ def install_commands(app: faust.App) -> None:
             node=node,
             backup_dir=backup_dir,
             allowed_duplicates=allowed_duplicates,
+            isolation=isolation,
             timeout_s=timeout,
             settle_s=settle,
             max_line_bytes=settings.max_line_bytes,

@@ -19,6 +19,9 @@ export WATCH_DIR=$PWD/$DEMO/watch STATE_PATH=$PWD/$DEMO/state BACKUP_DIR=$PWD/$D
 export NODE_ID=demo SEAL_GRACE_MS=1000 SNAPSHOT_GRACE_MS=2000 SIDECAR_CONFIG=$PWD/faust.ini
 # The generated chain has about 20 blocks an hour: a node snapshot every 25 blocks gives two.
 SNAPSHOT_EVERY=25
+# A sidecar with DELIVERY=exactly_once publishes in transactions: the verifier's verdict then reads
+# what a read_committed consumer is given, and the duplicates a read_uncommitted one sees are shown too.
+if [ "${DELIVERY:-}" = exactly_once ]; then ISOLATION=read_committed; else ISOLATION=read_uncommitted; fi
 
 worker_pid=""
 cleanup() {
@@ -53,10 +56,10 @@ echo "worker up: status page http://127.0.0.1:$WEB_PORT/  metrics http://127.0.0
 step "4/5 the replay tap appends the corpus in ragged chunks, one corpus hour per 20 s"
 $FAUST -A hyperdata_sidecar replay --corpus "$DEMO/corpus" --target "$WATCH_DIR" --speed 180 --no-progress
 
-step "5/5 the verifier: every line in Kafka once, every bad line in the DLQ, every finished hour sealed and backed up,
-     every node snapshot announced once with resume offsets that hold"
+step "5/5 the verifier ($ISOLATION): every line in Kafka once, every bad line in the DLQ, every finished hour sealed
+     and backed up, every node snapshot announced once with resume offsets that hold"
 status=0
-$FAUST -A hyperdata_sidecar verify --backup-dir "$BACKUP_DIR" --node "$NODE_ID" --timeout 120 || status=$?
+$FAUST -A hyperdata_sidecar verify --backup-dir "$BACKUP_DIR" --node "$NODE_ID" --timeout 120 --isolation "$ISOLATION" || status=$?
 echo
 $VPY - "$DEMO/worker.log" <<'PY'
 import json, sys

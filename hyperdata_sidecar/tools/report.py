@@ -1,7 +1,9 @@
 """The verifier's findings: counts per table and kind, a few examples of each problem, a verdict.
 
 Node snapshots are not a table: their counts and problems are kept apart (``snapshots``), under the
-name of their directory, ``periodic_abci_states``.
+name of their directory, ``periodic_abci_states``. The verdict is taken on the records a consumer of
+one isolation level is given (``isolation``); a ``read_committed`` report also carries what a
+``read_uncommitted`` reader sees (:meth:`VerifyReport.take_uncommitted`), which never fails it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperdata_sidecar.core.snapshots import SNAPSHOT_DIR
+from hyperdata_sidecar.tools.isolation import READ_UNCOMMITTED
 
 FAILING_KINDS: dict[str, str] = {
     "lost": "a line of a file is not on its topic",
@@ -138,10 +141,17 @@ class SnapshotReport:
 @dataclass
 class VerifyReport:
     """Everything the verifier found. ``ok`` only when nothing failing was found and the duplicates
-    (data and DLQ) are within ``allowed_duplicates``."""
+    (data and DLQ) are within ``allowed_duplicates``, both in the view of the ``isolation`` level.
+
+    ``uncommitted_duplicates``: in a ``read_committed`` report, the duplicates a ``read_uncommitted``
+    reader sees (records of aborted transactions published again count there); informative, it
+    never fails the report. None when the topics were read ``read_uncommitted`` only.
+    """
 
     allowed_duplicates: int = 0
     backups_checked: bool = False
+    isolation: str = READ_UNCOMMITTED
+    uncommitted_duplicates: int | None = None
     tables: dict[str, TableReport] = field(default_factory=dict)
     snapshots: SnapshotReport | None = None  # None: snapshot events were not checked
     problems: list[Problem] = field(default_factory=list)
@@ -178,6 +188,27 @@ class VerifyReport:
         return self.count("duplicate") + self.count("dlq_duplicate")
 
     @property
+    def duplicates_by_isolation(self) -> dict[str, int]:
+        """Duplicates per isolation level read: the verdict's level, and ``read_uncommitted`` too in a
+        ``read_committed`` report."""
+        out = {self.isolation: self.duplicates}
+        if self.uncommitted_duplicates is not None:
+            out[READ_UNCOMMITTED] = self.uncommitted_duplicates
+        return out
+
+    def take_uncommitted(self, uncommitted: VerifyReport) -> None:
+        """Carry into this report what a ``read_uncommitted`` reader sees, from ``uncommitted`` (the
+        same check on that reader's view): its duplicates, and as a note the failing findings it has
+        beyond this report's (a seal of an aborted transaction, say). Neither changes the verdict."""
+        self.uncommitted_duplicates = uncommitted.duplicates
+        more = {kind: uncommitted.count(kind) - self.count(kind) for kind in FAILING_KINDS}
+        listed = ", ".join(f"{n} {kind}" for kind, n in more.items() if n > 0)
+        if listed:
+            self.notes.append(
+                f"a {uncommitted.isolation} reader also sees {listed} (not failing: the verdict reads {self.isolation})"
+            )
+
+    @property
     def failures(self) -> int:
         return sum(self.count(kind) for kind in FAILING_KINDS)
 
@@ -191,6 +222,8 @@ class VerifyReport:
             "failures": self.failures,
             "duplicates": self.duplicates,
             "allowed_duplicates": self.allowed_duplicates,
+            "isolation": self.isolation,
+            "duplicates_by_isolation": self.duplicates_by_isolation,
             "tables": {name: t.to_dict() for name, t in self.tables.items()},
             "snapshots": self.snapshots.to_dict() if self.snapshots is not None else None,
             "problems": [p.to_dict() for p in self.problems],
@@ -249,10 +282,12 @@ class VerifyReport:
                             where += f" @{p.offset}"
                         out.append(f"  {where}: {p.detail}")
         out.extend(f"note: {note}" for note in self.notes)
+        if self.uncommitted_duplicates is not None:
+            out.append(f"{READ_UNCOMMITTED} view: {self.uncommitted_duplicates} duplicates (informative, not failing)")
         verdict = "OK" if self.ok else "FAILED"
         out.append(
             f"{verdict}: {self.count('lost')} lost, {self.failures} failing findings, "
-            f"{self.duplicates} duplicates (allowed {self.allowed_duplicates})"
+            f"{self.duplicates} duplicates (allowed {self.allowed_duplicates}), {self.isolation} view"
         )
         return "\n".join(out)
 

@@ -14,18 +14,25 @@ With a snapshot topic it also checks the node snapshots of the tree and their ev
 (``snapshot_events``), and in any case the offset ranges of the seals that carry them
 (``seal_ranges``). Both only compare what was read: the ``Collector`` is the seam where consumed
 messages become records, so everything after the consumer runs without a broker in the unit tests.
+
+Topics written in transactions (``DELIVERY=exactly_once``) are checked as a ``read_committed``
+reader has them (``isolation``; see ``isolation`` for how both views come from one read). Either
+way a partition is read to its end when the consumer's position reaches the end offset, not when a
+record at the offset before it arrives: the consumer moves past transaction markers and, reading
+committed, past aborted records without returning them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -39,6 +46,7 @@ from hyperdata_sidecar.tools.expected import (
     read_tree,
     value_digest,
 )
+from hyperdata_sidecar.tools.isolation import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED, OffsetRuns, committed_view
 from hyperdata_sidecar.tools.reconcile import (
     DataRecord,
     DlqRecord,
@@ -107,6 +115,7 @@ async def verify(
     node: str | None = None,
     backup_dir: Path | None = None,
     allowed_duplicates: int = 0,
+    isolation: str = READ_UNCOMMITTED,
     timeout_s: float = 60.0,
     settle_s: float = 2.0,
     max_line_bytes: int = MAX_LINE_BYTES,
@@ -123,38 +132,38 @@ async def verify(
     them to the end offsets of that moment. ``client_kwargs`` go to the aiokafka clients (security).
     ``ignore``: relpaths left out of the check, with their records (files a test damaged).
     ``snapshot_grace_s``: a snapshot is owed an event once it has not changed for that long (the
-    sidecar's SNAPSHOT_GRACE_MS). Raises ValueError if ``topics`` lacks a role, aiokafka's
+    sidecar's SNAPSHOT_GRACE_MS).
+
+    ``isolation``: the consumer isolation level whose view the verdict (and ``allowed_duplicates``)
+    is taken on. ``"read_uncommitted"`` reads every record, as an at-least-once sidecar's consumers
+    may; ``"read_committed"``, for a sidecar publishing in transactions, reads the committed records
+    up to the last stable offsets, waits for those to converge, and also reports the duplicates a
+    ``read_uncommitted`` reader sees (``VerifyReport.uncommitted_duplicates``, not failing).
+
+    Raises ValueError if ``topics`` lacks a role or ``isolation`` is not a level, aiokafka's
     KafkaError if the broker cannot be reached.
     """
     topics = dict(default_topics() if topics is None else topics)
     missing_roles = ({spec.dir_name for spec in TABLES} | {DLQ, SEALS}) - set(topics)
     if missing_roles:
         raise ValueError(f"topics has no name for {sorted(missing_roles)}")
+    if isolation not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation {isolation!r} is not one of {', '.join(ISOLATION_LEVELS)}")
     files = await asyncio.to_thread(lambda: list(read_tree(watch_dir, max_line_bytes=max_line_bytes, ignore=ignore)))
     snapshots = await asyncio.to_thread(read_snapshots, watch_dir, grace_s=snapshot_grace_s) if SNAPSHOTS in topics else []
     owed = _owed(files, snapshots, topics, backup_dir)
     kwargs = dict(client_kwargs or {})
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        max_partition_fetch_bytes=_FETCH_BYTES,
-        fetch_max_bytes=2 * _FETCH_BYTES,
-        client_id="hyperdata-verify",
-        **kwargs,
-    )
-    await admin.start()
-    try:
-        await consumer.start()
-        try:
-            partitions, converged = await _await_convergence(admin, consumer, owed, timeout_s, settle_s)
-            observed, complete = await _consume(consumer, partitions, topics, timeout_s)
-        finally:
-            await consumer.stop()
-    finally:
-        await admin.close()
+    async with contextlib.AsyncExitStack() as stack:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kwargs)
+        await admin.start()
+        stack.push_async_callback(admin.close)
+        everything = await _reader(stack, bootstrap, READ_UNCOMMITTED, kwargs)
+        committed = await _reader(stack, bootstrap, READ_COMMITTED, kwargs) if isolation == READ_COMMITTED else None
+        # A read_committed verdict waits for the committed records: a transaction still open holds
+        # its partitions' last stable offsets back.
+        partitions, converged = await _await_convergence(admin, committed or everything, owed, timeout_s, settle_s)
+        views, complete = await _read_views(everything, committed, partitions, topics, timeout_s)
+    observed = views.committed if views.committed is not None else views.everything
     sealed = _sealed_sizes(observed, node)
     if any(size != f.size for f in files for size in sealed.get(f.relpath, ())):
         files = await asyncio.to_thread(
@@ -162,6 +171,11 @@ async def verify(
         )
     backups = await asyncio.to_thread(_backup_digests, files, backup_dir) if backup_dir is not None else None
     report = reconcile(files, observed, node=node, backups=backups, allowed_duplicates=allowed_duplicates, ignore=ignore)
+    report.isolation = isolation
+    if views.committed is not None:
+        # The same comparison on what a read_uncommitted reader is given, for its figures only.
+        uncommitted = reconcile(files, views.everything, node=node, allowed_duplicates=allowed_duplicates, ignore=ignore)
+        report.take_uncommitted(uncommitted)
     check_seal_ranges(report, observed, node=node, ignore=ignore)
     if SNAPSHOTS in topics:
         copies = await asyncio.to_thread(_snapshot_backups, snapshots, observed, backup_dir) if backup_dir is not None else None
@@ -172,8 +186,29 @@ async def verify(
     if not converged:
         report.notes.append(f"gave up waiting for the topics (and backups) to converge after {timeout_s:g}s")
     if not complete:
-        report.notes.append(f"stopped reading: no record arrived for {timeout_s:g}s before the end offsets")
+        report.notes.append(f"stopped reading: a consumer's position did not move for {timeout_s:g}s before the end offsets")
     return report
+
+
+async def _reader(
+    stack: contextlib.AsyncExitStack, bootstrap: str, isolation: str, kwargs: Mapping[str, Any]
+) -> AIOKafkaConsumer:
+    """A started consumer of ``isolation`` with no group and no commits, stopped when ``stack`` closes."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level=isolation,
+        max_partition_fetch_bytes=_FETCH_BYTES,
+        fetch_max_bytes=2 * _FETCH_BYTES,
+        client_id="hyperdata-verify" if isolation == READ_UNCOMMITTED else f"hyperdata-verify-{isolation}",
+        **kwargs,
+    )
+    # Registered before start: stop is safe after a failed start and closes what it opened.
+    stack.push_async_callback(consumer.stop)
+    await consumer.start()
+    return consumer
 
 
 def _sealed_sizes(observed: Observed, node: str | None) -> dict[str, list[int]]:
@@ -239,7 +274,12 @@ async def _await_convergence(
     admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer, owed: _Owed, timeout_s: float, settle_s: float
 ) -> tuple[dict[str, int], bool]:
     """Wait until every topic exists and holds what the tree owes, nothing moved for ``settle_s``,
-    and the backups exist. Returns (partition count per existing topic, converged in time)."""
+    and the backups exist. Returns (partition count per existing topic, converged in time).
+
+    A topic holds what its offsets span, up to ``consumer``'s end offsets (a read_committed one's
+    are the last stable offsets). Written in transactions, that span also counts markers and
+    aborted records, so it may look enough early; the ends standing still for ``settle_s`` is what
+    tells that the sidecar has stopped publishing."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     names = owed.topics
@@ -268,39 +308,103 @@ async def _await_convergence(
         await asyncio.sleep(_POLL_S)
 
 
-async def _consume(
-    consumer: AIOKafkaConsumer, partitions: dict[str, int], topics: Mapping[str, str], timeout_s: float
-) -> tuple[Observed, bool]:
-    """Every record from the beginning to the end offsets of now; (records, read to the end).
+@dataclass
+class _Views:
+    """What was read: every record (``everything``, as a read_uncommitted reader has them) and, when
+    the verdict reads committed, the committed view of them (else None)."""
 
-    Gives up only when no record arrived for ``timeout_s`` (reading millions takes minutes).
-    """
+    everything: Observed
+    committed: Observed | None
+
+
+class _Sink(Protocol):
+    def keep(self, message: Any) -> None: ...
+
+
+async def _read_views(
+    everything: AIOKafkaConsumer,
+    committed: AIOKafkaConsumer | None,
+    partitions: dict[str, int],
+    topics: Mapping[str, str],
+    timeout_s: float,
+) -> tuple[_Views, bool]:
+    """Every record from the beginning to the end offsets of now, through ``everything`` (a
+    read_uncommitted consumer) and, given a read_committed consumer, the committed view of them:
+    both read at once, the second noting only the offsets it is given. Returns (views, read to the
+    end)."""
     collector = Collector(topics, partitions)
     tps = _partitions_of(partitions)
     if not tps:
-        return collector.observed, True
+        return _Views(collector.observed, collector.observed if committed is not None else None), True
+    # The last stable offsets first: taken before the high watermarks, they never pass them, so
+    # every record the committed read is given is also in the full read.
+    stable = await committed.end_offsets(tps) if committed is not None else {}
+    ends = await everything.end_offsets(tps)
+    collector.observed.ends = _data_ends(ends, collector.observed)
+    if committed is None:
+        return _Views(collector.observed, None), await _consume(everything, tps, ends, collector, timeout_s)
+    given = OffsetRuns()
+    complete = all(
+        await _together(_consume(everything, tps, ends, collector, timeout_s), _consume(committed, tps, stable, given, timeout_s))
+    )
+    view = committed_view(
+        collector.observed,
+        given,
+        _data_ends(stable, collector.observed),
+        dlq_topic=collector.dlq_topic,
+        seal_topic=collector.seal_topic,
+        snapshot_topic=collector.snapshot_topic,
+    )
+    return _Views(collector.observed, view), complete
+
+
+async def _together(*reads: Awaitable[bool]) -> list[bool]:
+    """The results of ``reads``, run at once; when one fails, the others are cancelled (their consumer
+    is about to stop) and its error is raised."""
+    tasks = [asyncio.ensure_future(read) for read in reads]
+    try:
+        return await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def _data_ends(ends: Mapping[TopicPartition, int], observed: Observed) -> dict[tuple[str, int], int]:
+    return {(tp.topic, tp.partition): end for tp, end in ends.items() if tp.topic in observed.partitions}
+
+
+async def _consume(
+    consumer: AIOKafkaConsumer, tps: list[TopicPartition], ends: Mapping[TopicPartition, int], sink: _Sink, timeout_s: float
+) -> bool:
+    """Every record from the beginning to ``ends`` into ``sink``; True when read to the end.
+
+    A partition is done when the consumer's position reaches its end. Positions, not the offsets of
+    the records returned: the last offsets before an end may hold a transaction marker or (reading
+    committed) aborted records, which aiokafka skips while moving the position past them (its
+    fetcher's ``PartitionRecords``; a fetch of such batches alone returns no record but moves the
+    position all the same). Gives up only when no position moved for ``timeout_s`` (reading
+    millions takes minutes).
+    """
     consumer.assign(tps)
-    ends = await consumer.end_offsets(tps)
-    collector.observed.ends = {
-        (tp.topic, tp.partition): end for tp, end in ends.items() if tp.topic in collector.observed.partitions
-    }
     await consumer.seek_to_beginning(*tps)
     remaining = set(tps)
+    positions: dict[TopicPartition, int] = {}
     loop = asyncio.get_running_loop()
     progress_at = loop.time()
     while True:
         for tp in list(remaining):
-            if await consumer.position(tp) >= ends[tp]:
+            position = await consumer.position(tp)
+            if position != positions.get(tp):
+                positions[tp], progress_at = position, loop.time()
+            if position >= ends[tp]:
                 remaining.discard(tp)
         if not remaining or loop.time() - progress_at >= timeout_s:
-            return collector.observed, not remaining
+            return not remaining
         batches = await consumer.getmany(*remaining, timeout_ms=1000, max_records=_BATCH_RECORDS)
-        if batches:
-            progress_at = loop.time()
         for tp, messages in batches.items():
             for message in messages:
                 if message.offset < ends[tp]:
-                    collector.keep(message)
+                    sink.keep(message)
 
 
 class Collector:

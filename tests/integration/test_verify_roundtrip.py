@@ -1,4 +1,5 @@
-"""The verifier against the real broker: a hand-published correct stream passes, one lost line fails.
+"""The verifier against the real broker: a hand-published correct stream passes, one lost line fails,
+and records of an aborted transaction count as duplicates only to a read_uncommitted reader.
 
 The stream is published here with its own small reading of the tree (bad lines come from the
 generator's summary, not from the verifier's classifier), so the verifier is checked against
@@ -15,8 +16,11 @@ from pathlib import Path
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
+from confluent_kafka import Producer
 
+from hyperdata_sidecar.core.partitioner import partition_for
 from hyperdata_sidecar.tools.generate import CorpusSummary, generate_corpus
+from hyperdata_sidecar.tools.isolation import READ_COMMITTED, READ_UNCOMMITTED
 from hyperdata_sidecar.tools.shapes import BOOK_DIFFS, FILLS, ORDER_STATUSES
 from hyperdata_sidecar.tools.verify import DLQ, SEALS, verify
 from hyperdata_sidecar.topics import apply_contract, load_contract
@@ -143,6 +147,28 @@ async def publish(bootstrap: str, topics: dict[str, str], stream, *, seal_ranges
         await producer.stop()
 
 
+def publish_transactions(bootstrap: str, topics: dict[str, str], transactional_id: str, transactions) -> None:
+    """Blocking: publish each (stream, commit) of ``transactions`` in a transaction of its own,
+    committed or aborted, each record on the partition the sidecar picks (murmur2 of its key)."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "enable.idempotence": True, "acks": "all"}
+    )
+    producer.init_transactions(30)
+    metadata = producer.list_topics(timeout=10)
+    partitions = {name: len(metadata.topics[name].partitions) for name in topics.values()}
+    for stream, commit in transactions:
+        producer.begin_transaction()
+        for role, key, value, headers in stream:
+            topic = topics[role]
+            producer.produce(topic, value=value, key=key, headers=headers, partition=partition_for(key, partitions[topic]))
+        # Aborting purges what is still queued: the aborted records must be on the log first.
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+
 def ranges_of(results) -> dict[str, dict[str, list[int]]]:
     out: dict[str, dict[str, list[int]]] = {}
     for result in results:
@@ -202,3 +228,34 @@ async def test_seals_carrying_the_offset_ranges_their_lines_got_verify(kafka_boo
     for table in (BOOK_DIFFS, ORDER_STATUSES, FILLS):
         assert (report.tables[table].seal_ranges, report.tables[table].seal_ranges_ok) == (2, 2)
     assert "seal offset ranges ok: 6/6" in report.summary()
+
+
+@pytest.mark.timeout(180)
+async def test_records_of_an_aborted_transaction_are_duplicates_to_a_read_uncommitted_reader_only(
+    kafka_bootstrap, unique_topic_prefix, tmp_path
+):
+    summary = small_tree(tmp_path)
+    topics = await create_topics(kafka_bootstrap, unique_topic_prefix)
+    stream = stream_for(tmp_path, summary)
+    relpath, seal_key = f"{BOOK_DIFFS}/hourly/20260610/22", f"{BOOK_DIFFS}|20260610|22".encode()
+    # A file's lines, bad lines and seal again, in a transaction aborted after all of them were written:
+    # the partitions it touched end with aborted records and an abort marker.
+    again = [item for item in stream if dict(item[3]).get("source") == relpath.encode() or item[1] == seal_key]
+    lines_again = sum(role != SEALS for role, *_ in again)
+    await asyncio.to_thread(
+        publish_transactions, kafka_bootstrap, topics, f"{unique_topic_prefix}verify", [(stream, True), (again, False)]
+    )
+
+    committed = await verify(tmp_path, kafka_bootstrap, topics=topics, isolation=READ_COMMITTED, timeout_s=30, settle_s=0.5)
+    uncommitted = await verify(tmp_path, kafka_bootstrap, topics=topics, isolation=READ_UNCOMMITTED, timeout_s=30, settle_s=0.5)
+
+    assert lines_again > 10
+    assert committed.ok, committed.summary()
+    assert committed.failures == 0 and committed.duplicates == 0
+    assert committed.duplicates_by_isolation == {READ_COMMITTED: 0, READ_UNCOMMITTED: lines_again}
+    assert all(t.records == t.lines_ok == t.lines for t in committed.tables.values())
+    assert not any(note.startswith("stopped reading") for note in committed.notes), committed.notes  # read past the markers
+    assert any("1 seal_duplicate" in note for note in committed.notes), committed.notes
+    assert f"{READ_UNCOMMITTED} view: {lines_again} duplicates" in committed.summary()
+    assert (uncommitted.duplicates, uncommitted.count("seal_duplicate"), uncommitted.ok) == (lines_again, 1, False)
+    assert uncommitted.duplicates_by_isolation == {READ_UNCOMMITTED: lines_again}

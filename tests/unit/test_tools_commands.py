@@ -112,6 +112,14 @@ def test_verify_without_a_reachable_broker_exits_2_with_one_line(app, tmp_path):
     assert result.output.startswith("verify: error:") and result.output.count("\n") == 1
 
 
+def test_verify_reads_at_the_isolation_level_asked_for_and_refuses_others(app, tmp_path):
+    help_text = run(app, "verify", "--help").output
+    refused = run(app, "verify", "--watch-dir", str(tmp_path), "--isolation", "serializable")
+
+    assert "--isolation [read_uncommitted|read_committed]" in help_text and "DELIVERY=exactly_once" in help_text
+    assert refused.exit_code == 2 and "'serializable' is not one of" in refused.output
+
+
 def test_table_numbers_parse_as_a_total_or_per_table_with_short_names():
     assert parse_table_numbers("1000", what="x") == 1000
     assert parse_table_numbers("fills=5, order_statuses=7.5", what="x") == {FILLS: 5.0, ORDER_STATUSES: 7.5}

@@ -32,6 +32,11 @@ async def test_topics_without_a_name_for_every_role_are_refused_before_connectin
         await verify(tmp_path, "127.0.0.1:1", topics=topics)
 
 
+async def test_an_unknown_isolation_level_is_refused_before_connecting(tmp_path):
+    with pytest.raises(ValueError, match="read_uncommitted, read_committed"):
+        await verify(tmp_path, "127.0.0.1:1", topics=default_topics({}), isolation="serializable")
+
+
 def test_the_wait_for_convergence_owes_one_event_per_complete_snapshot_and_its_backup(tmp_path):
     topics = default_topics({})
     snapshots = [
