@@ -70,8 +70,8 @@ class CheckedLines:
 
 
 class CheckedHandover:
-    """One hand-over behind the door: each step first checks the topics, then passes the
-    transaction's gate (exactly_once: not while the transaction closes or commits)."""
+    """One hand-over behind the door: each step first checks the topics, and counts as a
+    write of the open transaction (exactly_once: the table waited for it before opening the cycle)."""
 
     def __init__(
         self,
@@ -98,7 +98,7 @@ class CheckedHandover:
                 return False
         for topic in self.topics:
             self.deliveries.handed(topic, self.guard.epoch(topic))
-        await self.txn.enter_read(self.nbytes)
+        self.txn.enter_read(self.nbytes)
         self.nbytes = 0
         try:
             done = await self.handover.step()

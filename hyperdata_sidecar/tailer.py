@@ -342,8 +342,7 @@ class TableTailer:
             return
         self.events.bytes_read(len(chunk))
         engine = tail.engine
-        if self.flow.txn.closing:
-            await self._settle_all()  # exactly_once: the transaction commits once every table settled
+        await self._may_read()
         cycle = self.window.open(tail.path, engine.state(), deliveries=engine.deliveries())
         await self._hand_over(engine.handover(chunk, cycle))
         self._close(cycle, tail, complete=engine.held_bytes == 0)
@@ -364,6 +363,13 @@ class TableTailer:
                 reason = self.flow.reason(self.topics.data, refusal)
                 await self.flow.hold(backoff, (self.topics.data, self.topics.dlq), reason)
         self.flow.release(backoff)
+
+    async def _may_read(self) -> None:
+        """exactly_once: before a cycle opens, settle what is in flight while the open transaction
+        closes (it commits once every table has), then wait for the next one. Nothing otherwise."""
+        if self.flow.txn.closing:
+            await self._settle_all()
+        await self.flow.txn.open_for_read()
 
     def _close(self, cycle: Cycle, tail: FileTail, *, complete: bool) -> None:
         self.window.close(cycle, tail.cursor, tail.engine.state(), size=tail.reader.last_size, complete=complete)
@@ -416,6 +422,7 @@ class TableTailer:
         start = tail.engine.state()
         partial = tail.engine.flush_partial()
         if partial is not None:
+            await self._may_read()
             cycle = self.window.open(tail.path, start, partial, tail.engine.deliveries())
             await self._hand_over(tail.engine.unterminated(partial, cycle))
             self._close(cycle, tail, complete=True)

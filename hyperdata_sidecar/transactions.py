@@ -151,14 +151,23 @@ class Transactions:
         self.budget.took(nbytes)
         return self.number
 
-    async def enter_read(self, nbytes: int) -> None:
-        """Wait until a read may be handed over (not while the transaction closes or commits); pair
-        with :meth:`leave_read`. Raises :class:`TransactionAborted` while the tables redo their reads."""
+    async def open_for_read(self) -> None:
+        """Wait until a new read may start (not while the transaction closes or commits): called
+        before a table opens the read's cycle, with nothing in flight while it waits. Raises
+        :class:`TransactionAborted` while the tables redo their reads."""
         if not self.enabled:
             return
         while self.phase is not TxnPhase.OPEN:
             self.check()
             await self._wait()
+
+    def enter_read(self, nbytes: int) -> None:
+        """A step of a read's hand-over begins (the read was let in by :meth:`open_for_read`: the
+        transaction cannot commit before its cycle settles); pair with :meth:`leave_read`. Raises
+        :class:`TransactionAborted` while the tables redo their reads."""
+        if not self.enabled:
+            return
+        self.check()
         self.budget.took(nbytes)
         self._in_step += 1
 

@@ -60,7 +60,11 @@ class Sidecar:
         await self.worker.until(lambda: len(self.events(name)) >= count, f"{count} {name!r} log events")
 
     async def verify(self, **kwargs: Any) -> VerifyReport:
+        """The verifier on this sidecar's tree and topics; with ``DELIVERY=exactly_once`` it reads
+        ``read_committed``, as downstream does."""
         kwargs.setdefault("timeout_s", 120.0)
+        if self.env.get("DELIVERY") == "exactly_once":
+            kwargs.setdefault("isolation", "read_committed")
         return await verify(self.watch, self.bootstrap, topics=default_topics(self.env), node=self.env["NODE_ID"], **kwargs)
 
 

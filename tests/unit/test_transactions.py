@@ -118,7 +118,8 @@ async def test_at_least_once_lets_everything_through_and_never_commits() -> None
     assert txn.config() == {}
     await txn.start(Producer())  # type: ignore[arg-type]
     assert await txn.admit(10) == 0
-    await txn.enter_read(10)
+    await txn.open_for_read()
+    txn.enter_read(10)
     txn.leave_read()
     await txn.committed_through(5)
     await txn.run(lambda: False)  # returns at once
@@ -136,7 +137,8 @@ async def test_a_due_transaction_commits_once_the_tables_are_quiet_and_the_next_
     assert producer.calls == ["init", "begin"] and txn.phase is TxnPhase.OPEN and txn.number == 1
     busy = True
     txn.quiet = lambda: not busy
-    await txn.enter_read(10)
+    await txn.open_for_read()
+    txn.enter_read(10)
     txn.leave_read()
     clock.now += 0.2
     closing = asyncio.ensure_future(txn.close())
@@ -144,7 +146,7 @@ async def test_a_due_transaction_commits_once_the_tables_are_quiet_and_the_next_
     assert txn.phase is TxnPhase.CLOSING and "commit" not in producer.calls
     number = await txn.admit(5)  # a progress record still goes in while the tables settle
     assert number == 1
-    reading = asyncio.ensure_future(txn.enter_read(10))  # a new read waits
+    reading = asyncio.ensure_future(txn.open_for_read())  # a new read waits
     await spin()
     assert not reading.done()
     busy = False
@@ -153,7 +155,6 @@ async def test_a_due_transaction_commits_once_the_tables_are_quiet_and_the_next_
     assert producer.calls == ["init", "begin", "commit", "begin"]
     assert (txn.committed, txn.number, txn.phase) == (1, 2, TxnPhase.OPEN)
     await reading
-    txn.leave_read()
 
 
 async def test_writes_wait_while_the_commit_runs() -> None:
@@ -205,7 +206,9 @@ async def test_an_abortable_commit_error_aborts_and_the_writers_are_told_until_t
     with pytest.raises(TransactionAborted):
         await txn.admit(1)
     with pytest.raises(TransactionAborted):
-        await txn.enter_read(1)
+        await txn.open_for_read()
+    with pytest.raises(TransactionAborted):
+        txn.enter_read(1)
     assert "redoing the reads" in (txn.not_ready_reason() or "")
     txn.resume()
     assert txn.phase is TxnPhase.OPEN and txn.number == 2 and producer.calls[-1] == "begin"
@@ -215,7 +218,7 @@ async def test_an_abortable_commit_error_aborts_and_the_writers_are_told_until_t
 async def test_a_failed_record_aborts_without_a_commit_once_the_reads_in_flight_end() -> None:
     txn, _clock, aborts, _ = make()
     producer = await started(txn)
-    await txn.enter_read(10)
+    txn.enter_read(10)
     txn.record_failed("a record was not delivered: MSG_SIZE_TOO_LARGE")
     runner = asyncio.ensure_future(txn.run(lambda: False))
     await spin()
