@@ -39,7 +39,22 @@ class EngineUnavailable(RuntimeError):
 class Producer(Protocol):
     """The worker's librdkafka producer as the data plane runs it: confluent-kafka's calls, and
     :meth:`refresh_metadata`. Only ``dataplane.py`` holds one (it hands it to the engine's line
-    engines, never to a tailer or an agent)."""
+    engines, never to a tailer or an agent).
+
+    Made with a ``transactional.id`` (``enable.idempotence``, ``acks=all``, ``message.timeout.ms`` at
+    most ``transaction.timeout.ms``), it is a transactional producer: :meth:`init_transactions` once,
+    then every record produced (by either kind of caller) belongs to the transaction opened by
+    :meth:`begin_transaction` and closed by :meth:`commit_transaction` or :meth:`abort_transaction`;
+    a record produced outside one is refused (``_STATE``). Delivery reports come as before: a record
+    reported delivered is written, and seen by a ``read_committed`` consumer only once its
+    transaction is committed. The transactional calls block (but :meth:`begin_transaction`) and may
+    run in a worker thread while :meth:`poll` serves reports on another; but confluent-kafka's
+    commit and abort serve its callbacks (delivery reports, ``error_cb``, ``stats_cb``, ``logger``)
+    on their own thread while they wait, as its ``flush`` does, where the compiled engine's leave
+    every callback to :meth:`poll`: a caller that keeps callbacks on one thread lets :meth:`poll`
+    serve every report first (``len(producer) == 0``). A failed call raises the engine's
+    exception, which :meth:`Engine.txn_error` reads; timeouts are in seconds, negative meaning
+    librdkafka's own limit (the transaction's time, not forever)."""
 
     def produce(self, *args: Any) -> None: ...
 
@@ -51,6 +66,51 @@ class Producer(Protocol):
 
     def refresh_metadata(self, topic: str, timeout: float) -> str | None:
         """Blocking: ask the broker for ``topic``'s metadata now; the error as text, or None."""
+
+    def init_transactions(self, timeout: float = -1.0) -> None:
+        """Blocking, once before anything else: register the ``transactional.id`` with its
+        coordinator, which fences every older producer of that id and ends the transaction it left
+        open. Raises (retriable) when the coordinator did not answer in ``timeout``: call again."""
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: the records produced from now on belong to it. Raises (``_STATE``)
+        while one is open, before :meth:`init_transactions`, or (fatal) once the producer is fenced."""
+
+    def commit_transaction(self, timeout: float = -1.0) -> None:
+        """Blocking: wait for every record of the transaction to be delivered, then commit it. Raises:
+        retriable on a timeout (call again; the commit goes on meanwhile), requiring an abort when a
+        record failed for good, fatal when the producer was fenced."""
+
+    def abort_transaction(self, timeout: float = -1.0) -> None:
+        """Blocking: drop the transaction's records not yet delivered (their reports fail with
+        ``_PURGE_QUEUE`` or ``_PURGE_INFLIGHT``) and abort it: no ``read_committed`` consumer sees any
+        of its records. The way out of an error that requires an abort. Raises: retriable on a
+        timeout (call again), fatal when the producer was fenced."""
+
+
+class TxnError(NamedTuple):
+    """What a failed call of either engine's producer says, read the same from both engines
+    (:meth:`Engine.txn_error`): librdkafka's ``name`` (``_FENCED``, ``_STATE``, ``_TIMED_OUT``, ...)
+    and ``detail`` (its words), and what may follow. ``fatal``: the producer is done for (fenced by
+    a newer one of its ``transactional.id``): make a new one. ``requires_abort``: abort the
+    transaction, then begin another. ``retriable``: make the same call again. None of the three:
+    the call was out of turn (``_STATE``), the configuration lacks something (``_NOT_CONFIGURED``)
+    or a record was refused for itself (``_UNKNOWN_PARTITION``, ...)."""
+
+    name: str
+    detail: str
+    fatal: bool
+    retriable: bool
+    requires_abort: bool
+
+    @classmethod
+    def of(cls, error: Any) -> TxnError:
+        """The view of ``error``, an object with confluent-kafka's ``KafkaError`` methods. A record
+        refused with ``_FATAL`` (the producer failed before) is fatal, though confluent-kafka's
+        refusal does not say so."""
+        name = error.name()
+        fatal = bool(error.fatal()) or name == "_FATAL"
+        return cls(name, error.str(), fatal, bool(error.retriable()), bool(error.txn_requires_abort()))
 
 
 class FileLines(NamedTuple):
@@ -109,7 +169,8 @@ class LineEngine(Protocol):
 
 
 class Engine(Protocol):
-    """The line engine in use: its name and version, and the three things it makes."""
+    """The line engine in use: its name and version, the three things it makes, and how it reads its
+    producer's errors."""
 
     @property
     def name(self) -> Literal["native", "python"]: ...
@@ -133,6 +194,11 @@ class Engine(Protocol):
 
     def lines(self, producer: Producer, file: FileLines) -> LineEngine:
         """The line engine of one file, handing its records to ``producer`` (one this engine made)."""
+
+    def txn_error(self, exc: BaseException) -> TxnError | None:
+        """What ``exc`` says, if a call of this engine's :class:`Producer` raised it with the
+        client's error (a transactional call's, or a refused ``produce``'s: confluent-kafka does not
+        tell them apart); None for anything else (``BufferError`` included)."""
 
 
 def select(wanted: str) -> Engine:

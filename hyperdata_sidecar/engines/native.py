@@ -28,7 +28,7 @@ from hyperdata_sidecar.core.splitter import Line, OversizeLine
 from hyperdata_sidecar.core.tables import TableSpec
 from hyperdata_sidecar.core.window import Cycle, WriterState
 from hyperdata_sidecar.digest import ChunkReads, ReadChunk, RunningDigest
-from hyperdata_sidecar.engines import FileLines, Handover, LineEngine, Producer
+from hyperdata_sidecar.engines import FileLines, Handover, LineEngine, Producer, TxnError
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,15 @@ class NativeEngine:
         if not isinstance(producer, self.module.Producer):
             raise TypeError(f"the native line engine produces on its own Producer, not on {type(producer).__name__}")
         return NativeLines(self.module, producer, file)
+
+    def txn_error(self, exc: BaseException) -> TxnError | None:
+        """The engine's producer raises ``TransactionError(ClientError)`` from its transactional
+        calls and ``ProduceError(ClientError)`` from a refused ``produce``: both are read, as
+        confluent-kafka's one exception for both is."""
+        errors = (self.module.TransactionError, self.module.ProduceError)
+        if isinstance(exc, errors) and exc.args and isinstance(exc.args[0], self.module.ClientError):
+            return TxnError.of(exc.args[0])
+        return None
 
 
 class NativeReads:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from hyperdata_sidecar.core.delivery import Deliveries
 from hyperdata_sidecar.core.records import (
@@ -29,7 +29,7 @@ from hyperdata_sidecar.core.records import (
 from hyperdata_sidecar.core.splitter import Item, Line, LineSplitter, OversizeLine
 from hyperdata_sidecar.core.window import Cycle, WriterState
 from hyperdata_sidecar.digest import PYTHON_READS, ChunkReads, ReadChunk
-from hyperdata_sidecar.engines import FileLines, Handover, LineEngine
+from hyperdata_sidecar.engines import FileLines, Handover, LineEngine, TxnError
 
 
 class ConfluentProducer(Producer):
@@ -71,6 +71,13 @@ class PythonEngine:
         if routes is None or routes.partitions != topics.data_partitions:
             routes = self._routes[topics.data] = Routes(topics.data_partitions)
         return PythonLines(file, producer.produce, routes)
+
+    def txn_error(self, exc: BaseException) -> TxnError | None:
+        """confluent-kafka raises ``KafkaException(KafkaError)`` from its transactional calls and
+        from a refused ``produce`` alike."""
+        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+            return TxnError.of(exc.args[0])
+        return None
 
 
 class PythonLines:
