@@ -62,12 +62,20 @@ class ClientError:
     """An error as confluent-kafka's ``KafkaError`` shows it."""
 
     def name(self) -> str:
-        """librdkafka's name (``MSG_SIZE_TOO_LARGE``, ``_UNKNOWN_PARTITION``, ...)."""
+        """librdkafka's name (``MSG_SIZE_TOO_LARGE``, ``_UNKNOWN_PARTITION``, ``_FENCED``, ...)."""
     def str(self) -> str: ...
     def fatal(self) -> bool: ...
+    def retriable(self) -> bool:
+        """A transactional call's: the call may be made again (it timed out). False for any other error."""
+    def txn_requires_abort(self) -> bool:
+        """A transactional call's: abort the transaction before beginning another. False for any other error."""
 
 class ProduceError(Exception):
     """The producer refused a record; ``args[0]`` is its :class:`ClientError`."""
+
+class TransactionError(Exception):
+    """A transactional call of the :class:`Producer` failed; ``args[0]`` is its :class:`ClientError`,
+    whose ``fatal()``, ``retriable()`` and ``txn_requires_abort()`` say what may follow."""
 
 @final
 class Delivered:
@@ -109,6 +117,20 @@ class Producer:
         their reports are in, so the next ``poll()`` serves them (at most 5 s)."""
     def refresh_metadata(self, topic: str, timeout: float = 10.0) -> str | None:
         """Ask the broker for ``topic``'s metadata now; the error as text, or None."""
+    def init_transactions(self, timeout: float = -1.0) -> None:
+        """With a ``transactional.id``, once before any record: register it with the coordinator,
+        fencing older producers of that id (``timeout`` < 0: twice ``transaction.timeout.ms``).
+        Raises :class:`TransactionError` (retriable on a timeout: call again)."""
+    def begin_transaction(self) -> None:
+        """The records produced from now on belong to a new transaction; a record produced outside
+        one is refused (``ProduceError``, ``_STATE``). Raises :class:`TransactionError`."""
+    def commit_transaction(self, timeout: float = -1.0) -> None:
+        """Wait for the transaction's records to be reported, then commit it; ``timeout`` in all
+        (< 0: what is left of ``transaction.timeout.ms``). Raises :class:`TransactionError`:
+        retriable on a timeout, ``txn_requires_abort()`` when a record failed, fatal when fenced."""
+    def abort_transaction(self, timeout: float = -1.0) -> None:
+        """Drop the records not yet delivered (reports fail with a purge error) and abort the
+        transaction. Raises :class:`TransactionError` (retriable on a timeout, fatal when fenced)."""
 
 @final
 class Deliveries:

@@ -279,11 +279,10 @@ impl Sink for ProducerSink<'_> {
         };
         match group {
             Some(group) => deliveries.producer().send(topic, record, group),
-            None => Err(Refusal::Refused(producer::ErrorInfo {
-                name: "_UNKNOWN_PARTITION".to_owned(),
-                detail: format!("the cycle has no partition {} of its data topic", record.partition),
-                fatal: false,
-            })),
+            None => Err(Refusal::Refused(producer::ErrorInfo::new(
+                "_UNKNOWN_PARTITION",
+                format!("the cycle has no partition {} of its data topic", record.partition),
+            ))),
         }
     }
 }
@@ -445,6 +444,7 @@ fn hyperdata_sidecar_engine(module: &Bound<'_, PyModule>) -> PyResult<()> {
     testing.add_class::<PythonProducer>()?;
     module.add_submodule(&testing)?;
     module.add("ProduceError", module.py().get_type::<producer::ProduceError>())?;
+    module.add("TransactionError", module.py().get_type::<producer::TransactionError>())?;
     module.add_function(wrap_pyfunction!(partition_for, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

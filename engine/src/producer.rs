@@ -13,6 +13,13 @@
 //!
 //! Client errors, logs and statistics are queued the same way and handed to the `error_cb`,
 //! `logger` and `stats_cb` of the configuration by `poll()`.
+//!
+//! With a `transactional.id` it is a transactional producer, driven by confluent-kafka's four calls
+//! (`init_transactions`, `begin_transaction`, `commit_transaction`, `abort_transaction`); both kinds
+//! of record then belong to the transaction open when they are produced, and their reports are
+//! counted as before (a record reported delivered is written, not yet committed). A failed call
+//! raises `TransactionError`, whose `ClientError` says what may follow: call again (`retriable()`),
+//! abort first (`txn_requires_abort()`), or give the producer up (`fatal()`).
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -33,6 +40,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseProducer, Producer as _, ProducerContext, PurgeConfig};
 use rdkafka::types::RDKafkaRespErr;
+use rdkafka::util::Timeout;
 
 use crate::poller::Poller;
 use crate::records::{Destination, RecordRef};
@@ -44,29 +52,76 @@ create_exception!(
     "The producer refused a record; args[0] is the ClientError."
 );
 
-/// An error as confluent-kafka's `KafkaError` shows it: `name()`, `str()`, `fatal()`.
+create_exception!(
+    hyperdata_sidecar_engine,
+    TransactionError,
+    PyException,
+    "A transactional call failed; args[0] is the ClientError (fatal(), retriable(), txn_requires_abort())."
+);
+
+/// An error as confluent-kafka's `KafkaError` shows it: `name()`, `str()`, `fatal()`, and for a
+/// transactional call's error `retriable()` and `txn_requires_abort()` (false for any other).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorInfo {
     pub name: String,
     pub detail: String,
     pub fatal: bool,
+    /// The call that failed may be made again (a transactional call that timed out).
+    pub retriable: bool,
+    /// The transaction must be aborted before another begins (a record of it failed for good).
+    pub txn_requires_abort: bool,
 }
 
 impl ErrorInfo {
-    fn of(error: &KafkaError) -> Self {
-        match error.rdkafka_error_code() {
-            Some(code) => ErrorInfo {
-                name: error_name(code),
-                detail: code.to_string(),
-                fatal: code == RDKafkaErrorCode::Fatal,
-            },
-            None => ErrorInfo {
-                name: "_INVALID_ARG".to_owned(),
-                detail: error.to_string(),
-                fatal: false,
-            },
+    /// An error that is neither fatal, retriable nor abortable.
+    pub fn new(name: impl Into<String>, detail: impl Into<String>) -> Self {
+        ErrorInfo {
+            name: name.into(),
+            detail: detail.into(),
+            fatal: false,
+            retriable: false,
+            txn_requires_abort: false,
         }
     }
+
+    fn of(error: &KafkaError) -> Self {
+        if let KafkaError::Transaction(error) = error {
+            return ErrorInfo {
+                name: error.name(),
+                detail: error.string(),
+                fatal: error.is_fatal(),
+                retriable: error.is_retriable(),
+                txn_requires_abort: error.txn_requires_abort(),
+            };
+        }
+        match error.rdkafka_error_code() {
+            Some(code) => ErrorInfo {
+                fatal: code == RDKafkaErrorCode::Fatal,
+                ..ErrorInfo::new(error_name(code), code.to_string())
+            },
+            None => ErrorInfo::new("_INVALID_ARG", error.to_string()),
+        }
+    }
+}
+
+/// What a librdkafka call returning an error object (null: none) did, the object destroyed.
+///
+/// # Safety
+/// `error` is null or an error object the caller owns and does not use afterwards.
+unsafe fn outcome(error: *mut rdsys::rd_kafka_error_t) -> Result<(), ErrorInfo> {
+    if error.is_null() {
+        return Ok(());
+    }
+    let text = |text: *const std::ffi::c_char| CStr::from_ptr(text).to_string_lossy().into_owned();
+    let info = ErrorInfo {
+        name: text(rdsys::rd_kafka_error_name(error)),
+        detail: text(rdsys::rd_kafka_error_string(error)),
+        fatal: rdsys::rd_kafka_error_is_fatal(error) != 0,
+        retriable: rdsys::rd_kafka_error_is_retriable(error) != 0,
+        txn_requires_abort: rdsys::rd_kafka_error_txn_requires_abort(error) != 0,
+    };
+    rdsys::rd_kafka_error_destroy(error);
+    Err(info)
 }
 
 /// librdkafka's name of `code` (`MSG_SIZE_TOO_LARGE`, `_UNKNOWN_PARTITION`, ...), as confluent-kafka's
@@ -81,8 +136,9 @@ fn error_name(code: RDKafkaErrorCode) -> String {
     }
 }
 
-/// A client error for Python: the error object of a failed delivery report, of `error_cb`, and
-/// of a refused `produce()` (`ProduceError.args[0]`).
+/// A client error for Python: the error object of a failed delivery report, of `error_cb`, of a
+/// refused `produce()` (`ProduceError.args[0]`) and of a failed transactional call
+/// (`TransactionError.args[0]`).
 #[pyclass(module = "hyperdata_sidecar_engine", frozen, name = "ClientError")]
 pub struct PyClientError {
     info: ErrorInfo,
@@ -100,6 +156,14 @@ impl PyClientError {
 
     fn fatal(&self) -> bool {
         self.info.fatal
+    }
+
+    fn retriable(&self) -> bool {
+        self.info.retriable
+    }
+
+    fn txn_requires_abort(&self) -> bool {
+        self.info.txn_requires_abort
     }
 
     fn __repr__(&self) -> String {
@@ -380,10 +444,31 @@ fn refusal(code: RDKafkaErrorCode) -> Refusal {
 }
 
 fn refused(name: &str, detail: &str) -> Refusal {
-    Refusal::Refused(ErrorInfo {
-        name: name.to_owned(),
-        detail: detail.to_owned(),
-        fatal: false,
+    Refusal::Refused(ErrorInfo::new(name, detail))
+}
+
+/// confluent-kafka's timeout in seconds (negative: none) as librdkafka's; one beyond what
+/// librdkafka's milliseconds hold (or not a number) is none too.
+fn timeout_of(seconds: f64) -> Timeout {
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(wait) if wait.as_millis() <= i32::MAX as u128 => Timeout::After(wait),
+        _ => Timeout::Never,
+    }
+}
+
+/// [`Timeout`] in librdkafka's milliseconds (-1: none).
+fn timeout_ms(timeout: Timeout) -> i32 {
+    match timeout {
+        Timeout::After(wait) => wait.as_millis() as i32,
+        Timeout::Never => -1,
+    }
+}
+
+/// A transactional call's outcome for Python: `TransactionError(ClientError)` when it failed.
+fn transaction_result(py: Python<'_>, result: Result<(), ErrorInfo>) -> PyResult<()> {
+    result.map_err(|info| match Py::new(py, PyClientError { info }) {
+        Ok(error) => TransactionError::new_err((error,)),
+        Err(error) => error,
     })
 }
 
@@ -543,11 +628,7 @@ impl Producer {
     /// Waits up to `timeout` seconds for every record to be reported; returns how many are left.
     #[pyo3(signature = (timeout=-1.0))]
     fn flush(&self, py: Python<'_>, timeout: f64) -> PyResult<usize> {
-        let wait = if timeout < 0.0 {
-            None
-        } else {
-            Some(Duration::from_secs_f64(timeout))
-        };
+        let wait = timeout_of(timeout);
         // A timeout is not an error here: what is left is returned, as confluent-kafka does.
         let _ = py.detach(|| self.inner.flush(wait));
         self.serve(py)?;
@@ -566,6 +647,60 @@ impl Producer {
                 std::thread::sleep(Duration::from_millis(1));
             }
         });
+    }
+
+    /// confluent-kafka's `init_transactions(timeout)`, once, before any other transactional call
+    /// or record: registers the `transactional.id` with its coordinator, which fences every older
+    /// producer of that id and ends its open transaction (aborted, or committed if its commit had
+    /// begun). Waits up to `timeout` seconds (negative: twice `transaction.timeout.ms`). Raises
+    /// `TransactionError`: retriable on a timeout or an unavailable coordinator (call it again; it
+    /// goes on in the background), `_NOT_CONFIGURED` without a `transactional.id`.
+    #[pyo3(signature = (timeout=-1.0))]
+    fn init_transactions(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let timeout = timeout_of(timeout);
+        let result = py.detach(|| self.inner.init_transactions(timeout));
+        transaction_result(py, result.map_err(|error| ErrorInfo::of(&error)))
+    }
+
+    /// confluent-kafka's `begin_transaction()`: the records produced from now on (from Python and
+    /// by the line engine) belong to a new transaction. Does not wait for the broker. Raises
+    /// `TransactionError`: `_STATE` while a transaction is open or before `init_transactions`, the
+    /// fatal error once there was one.
+    fn begin_transaction(&self, py: Python<'_>) -> PyResult<()> {
+        let result = self.inner.begin_transaction();
+        transaction_result(py, result.map_err(|error| ErrorInfo::of(&error)))
+    }
+
+    /// confluent-kafka's `commit_transaction(timeout)`: waits for every record of the transaction
+    /// to be reported, then for the coordinator to commit it; up to `timeout` seconds in all
+    /// (negative: what is left of `transaction.timeout.ms`, as librdkafka recommends). Raises
+    /// `TransactionError`: retriable on a timeout (call it again: the commit goes on in the
+    /// background), `txn_requires_abort()` when a record failed for good (abort, then begin
+    /// again), fatal when the producer was fenced.
+    #[pyo3(signature = (timeout=-1.0))]
+    fn commit_transaction(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let timeout = timeout_ms(timeout_of(timeout));
+        let client = self.inner.client();
+        // librdkafka's own commit, not rust-rdkafka's: that one first flushes with the same
+        // timeout, so -1 would wait for the broker forever (librdkafka bounds it by the
+        // transaction's time) and any other timeout twice over. The reports its flush waits for
+        // are served by the events thread, as librdkafka requires of an event-queue producer.
+        // SAFETY: a live client; the error object returned is ours, destroyed by `outcome`.
+        let result = py.detach(|| unsafe { outcome(rdsys::rd_kafka_commit_transaction(client.native_ptr(), timeout)) });
+        transaction_result(py, result)
+    }
+
+    /// confluent-kafka's `abort_transaction(timeout)`: drops the records not yet delivered (their
+    /// reports fail with `_PURGE_QUEUE`/`_PURGE_INFLIGHT`) and has the coordinator abort the
+    /// transaction, so that no `read_committed` consumer sees any of its records; up to `timeout`
+    /// seconds (negative: what is left of `transaction.timeout.ms`). The way out of an abortable
+    /// error. Raises `TransactionError`: retriable on a timeout (call it again), fatal when the
+    /// producer was fenced.
+    #[pyo3(signature = (timeout=-1.0))]
+    fn abort_transaction(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let timeout = timeout_of(timeout);
+        let result = py.detach(|| self.inner.abort_transaction(timeout));
+        transaction_result(py, result.map_err(|error| ErrorInfo::of(&error)))
     }
 
     /// Asks the broker for `topic`'s metadata now (librdkafka then knows its partitions); the
@@ -640,13 +775,14 @@ impl Producer {
                 }
             },
             Event::Error(mut info) => {
-                if info.fatal {
-                    // The error event only says "fatal": the cause is kept by the client.
-                    if let Some((code, reason)) = self.inner.client().fatal_error() {
+                // librdkafka's event of a fatal error carries its cause (`_FENCED`, ...) and a flag
+                // that rust-rdkafka does not pass on: the client keeps the cause, and an error
+                // event of it once the client has failed is that error.
+                if let Some((code, reason)) = self.inner.client().fatal_error() {
+                    if info.fatal || info.name == error_name(code) {
                         info = ErrorInfo {
-                            name: error_name(code),
-                            detail: reason,
                             fatal: true,
+                            ..ErrorInfo::new(error_name(code), reason)
                         };
                     }
                 }
@@ -778,4 +914,46 @@ impl Deliveries {
 /// `info` as the Python ClientError.
 pub fn client_error(py: Python<'_>, info: ErrorInfo) -> PyResult<Py<PyClientError>> {
     Py::new(py, PyClientError { info })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_negative_timeout_is_none_and_a_positive_one_is_kept_to_the_millisecond() {
+        assert_eq!(timeout_of(-1.0), Timeout::Never);
+        assert_eq!(timeout_of(1.5), Timeout::After(Duration::from_millis(1500)));
+        assert_eq!(timeout_ms(timeout_of(0.0)), 0);
+        assert_eq!(timeout_ms(timeout_of(2.0009)), 2000);
+        assert_eq!(timeout_ms(timeout_of(-0.5)), -1);
+    }
+
+    #[test]
+    fn a_timeout_librdkafka_cannot_hold_is_none_not_a_wrapped_number() {
+        for seconds in [f64::INFINITY, f64::NAN, 1e10] {
+            assert_eq!(timeout_ms(timeout_of(seconds)), -1, "{seconds}");
+        }
+    }
+
+    #[test]
+    fn no_error_object_is_success() {
+        // SAFETY: null is "no error".
+        assert_eq!(unsafe { outcome(ptr::null_mut()) }, Ok(()));
+    }
+
+    #[test]
+    fn an_error_object_is_read_as_confluent_kafka_shows_it() {
+        // SAFETY: a new error object, handed to `outcome`, which destroys it.
+        let info = unsafe {
+            let error = rdsys::rd_kafka_error_new(
+                rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__FENCED,
+                c"%s".as_ptr(),
+                c"fenced by a newer producer".as_ptr(),
+            );
+            outcome(error)
+        };
+        let expected = ErrorInfo::new("_FENCED", "fenced by a newer producer");
+        assert_eq!(info, Err(expected));
+    }
 }

@@ -97,14 +97,13 @@ impl Sink for PythonSink<'_, '_> {
         if error.is_instance_of::<PyBufferError>(py) {
             return Err(Refusal::QueueFull);
         }
-        let info = ErrorInfo {
-            name: error
+        let info = ErrorInfo::new(
+            error
                 .get_type(py)
                 .name()
                 .map_or_else(|_| "Exception".to_owned(), |name| name.to_string()),
-            detail: error.value(py).to_string(),
-            fatal: false,
-        };
+            error.value(py).to_string(),
+        );
         self.raised = Some(error);
         Err(Refusal::Refused(info))
     }

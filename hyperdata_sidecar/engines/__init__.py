@@ -48,9 +48,13 @@ class Producer(Protocol):
     a record produced outside one is refused (``_STATE``). Delivery reports come as before: a record
     reported delivered is written, and seen by a ``read_committed`` consumer only once its
     transaction is committed. The transactional calls block (but :meth:`begin_transaction`) and may
-    run in a worker thread while :meth:`poll` serves reports on another. A failed one raises the
-    engine's exception, which :meth:`Engine.txn_error` reads; timeouts are in seconds, negative
-    meaning librdkafka's own limit (the transaction's time, not forever)."""
+    run in a worker thread while :meth:`poll` serves reports on another; but confluent-kafka's
+    commit and abort serve its callbacks (delivery reports, ``error_cb``, ``stats_cb``, ``logger``)
+    on their own thread while they wait, as its ``flush`` does, where the compiled engine's leave
+    every callback to :meth:`poll`: a caller that keeps callbacks on one thread lets :meth:`poll`
+    serve every report first (``len(producer) == 0``). A failed call raises the engine's
+    exception, which :meth:`Engine.txn_error` reads; timeouts are in seconds, negative meaning
+    librdkafka's own limit (the transaction's time, not forever)."""
 
     def produce(self, *args: Any) -> None: ...
 
@@ -90,7 +94,8 @@ class TxnError(NamedTuple):
     and ``detail`` (its words), and what may follow. ``fatal``: the producer is done for (fenced by
     a newer one of its ``transactional.id``): make a new one. ``requires_abort``: abort the
     transaction, then begin another. ``retriable``: make the same call again. None of the three:
-    the call was out of turn (``_STATE``) or the configuration lacks something."""
+    the call was out of turn (``_STATE``), the configuration lacks something (``_NOT_CONFIGURED``)
+    or a record was refused for itself (``_UNKNOWN_PARTITION``, ...)."""
 
     name: str
     detail: str
@@ -100,8 +105,12 @@ class TxnError(NamedTuple):
 
     @classmethod
     def of(cls, error: Any) -> TxnError:
-        """The view of ``error``, an object with confluent-kafka's ``KafkaError`` methods."""
-        return cls(error.name(), error.str(), bool(error.fatal()), bool(error.retriable()), bool(error.txn_requires_abort()))
+        """The view of ``error``, an object with confluent-kafka's ``KafkaError`` methods. A record
+        refused with ``_FATAL`` (the producer failed before) is fatal, though confluent-kafka's
+        refusal does not say so."""
+        name = error.name()
+        fatal = bool(error.fatal()) or name == "_FATAL"
+        return cls(name, error.str(), fatal, bool(error.retriable()), bool(error.txn_requires_abort()))
 
 
 class FileLines(NamedTuple):
