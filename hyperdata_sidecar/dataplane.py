@@ -151,7 +151,7 @@ class DataPlane:
             )
         producer = self.engine.producer(self._config())
         try:
-            await self.txn.start(producer)
+            await self.txn.start(producer, self._drained)
         except Exception as exc:
             error = self.engine.txn_error(exc)
             if error is None:
@@ -264,12 +264,28 @@ class DataPlane:
         """
         interval = POLL_BUSY_S
         while not self._closed.is_set():
-            if self._producer is not None and self._producer.poll(0):
+            if self._producer is not None and self._poll():
                 self._wake()
                 interval = POLL_BUSY_S
             else:
                 interval = min(interval * 2, POLL_IDLE_S)
             await asyncio.sleep(interval)
+
+    def _poll(self) -> int:
+        """One ``poll(0)``. confluent-kafka raises a fatal error (a fenced transactional producer)
+        from ``poll`` instead of calling ``error_cb`` (wrapped in a ``SystemError`` when a delivery
+        callback ran in the same call): it is handled as ``error_cb`` would have been."""
+        assert self._producer is not None
+        try:
+            return self._producer.poll(0)
+        except (KafkaException, SystemError) as exc:
+            raised = exc if isinstance(exc, KafkaException) else exc.__cause__
+            error = raised.args[0] if isinstance(raised, KafkaException) and raised.args else None
+            if not isinstance(error, KafkaError) or not error.fatal():
+                raise
+            if self.fatal is None:
+                self._error(error)
+            return 1
 
     async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
         """Wait until ``predicate()`` holds (checked after every poll); False on timeout or close."""
@@ -405,6 +421,11 @@ class DataPlane:
             self._on_broker(connected)
 
     # ------------------------------------------------------------------ transactions (exactly_once)
+
+    async def _drained(self) -> None:
+        """Every record reported, the reports served on the loop (before a commit)."""
+        while self.outstanding() and not self._closed.is_set():
+            await self.until(lambda: not self.outstanding(), timeout=1.0)
 
     async def commit_loop(self, stopping: Callable[[], bool]) -> None:
         """Commit the open transaction whenever it is due, until ``stopping()`` (nothing with at_least_once)."""

@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hyperdata_sidecar.config import Settings
@@ -45,6 +45,10 @@ from hyperdata_sidecar.metrics import SidecarMetrics
 CALL_TIMEOUT_S = 10.0
 #: How often :meth:`Transactions.run` looks whether the transaction is due when nothing wakes it.
 LOOK_EVERY_S = 0.05
+
+
+async def _nothing() -> None:
+    return None
 
 
 class TransactionAborted(Exception):
@@ -91,6 +95,7 @@ class Transactions:
         self.abort_reason: str | None = None
         self.quiet: Callable[[], bool] = lambda: True  # the tables: nothing in flight (set by the node tables)
         self._producer: Producer | None = None
+        self._drain: Callable[[], Awaitable[object]] = _nothing
         self._in_step = 0
         self._changed = asyncio.Event()
         self._closing = asyncio.Lock()  # one close at a time: the commit loop's, or the stop's
@@ -106,14 +111,17 @@ class Transactions:
         timeout = self.settings.txn_timeout_ms
         return {"transactional.id": self.transactional_id, "transaction.timeout.ms": timeout, "message.timeout.ms": timeout}
 
-    async def start(self, producer: Producer) -> None:
+    async def start(self, producer: Producer, drain: Callable[[], Awaitable[object]]) -> None:
         """Register the producer with the broker (fencing any earlier one with the same id, and
-        aborting what it left open), then begin the first transaction. Raises what
-        ``init_transactions`` raises when it cannot reach the coordinator (the caller retries)."""
+        aborting what it left open), then begin the first transaction. ``drain()`` returns once every
+        record was reported, served on the event loop: a commit is called only then, since
+        confluent-kafka's ``commit_transaction`` would run the reports' callbacks on its own thread.
+        Raises what ``init_transactions`` raises when it cannot reach the coordinator (the caller retries)."""
         if not self.enabled:
             return
         await asyncio.to_thread(producer.init_transactions, CALL_TIMEOUT_S)
         self._producer = producer
+        self._drain = drain
         self.log.info("transactions_started", transactional_id=self.transactional_id, timeout_ms=self.settings.txn_timeout_ms)
         self._begin()
 
@@ -247,6 +255,7 @@ class Transactions:
             return
         self.phase = TxnPhase.COMMITTING
         self._wake()
+        await self._drain()
         error = await self._call("commit_transaction")
         if error is not None:
             await self.abort(f"{error.name}: {error.detail}")

@@ -82,7 +82,7 @@ def make(delivery: str = "exactly_once") -> tuple[Transactions, Clock, list[str]
 
 async def started(txn: Transactions) -> Producer:
     producer = Producer()
-    await txn.start(producer)  # type: ignore[arg-type]
+    await txn.start(producer, spin)  # type: ignore[arg-type]
     return producer
 
 
@@ -116,7 +116,7 @@ def test_budget_due_by_age_or_size_and_only_with_writes() -> None:
 async def test_at_least_once_lets_everything_through_and_never_commits() -> None:
     txn, *_ = make("at_least_once")
     assert txn.config() == {}
-    await txn.start(Producer())  # type: ignore[arg-type]
+    await txn.start(Producer(), spin)  # type: ignore[arg-type]
     assert await txn.admit(10) == 0
     await txn.open_for_read()
     txn.enter_read(10)
@@ -271,5 +271,5 @@ async def test_init_failure_is_raised_for_the_connect_to_retry() -> None:
     producer = Producer()
     producer.fail["init"] = [TIMED_OUT]
     with pytest.raises(Failure):
-        await txn.start(producer)  # type: ignore[arg-type]
+        await txn.start(producer, spin)  # type: ignore[arg-type]
     assert txn.phase is TxnPhase.OFF
