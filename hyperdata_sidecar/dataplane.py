@@ -60,7 +60,7 @@ from hyperdata_sidecar.engines import Engine, FileLines, LineEngine, Producer
 from hyperdata_sidecar.logs import EventLog, RepeatFilter
 from hyperdata_sidecar.topic_admin import LIBRDKAFKA_LOGGER, METADATA_TIMEOUT_S, TopicAdmin, TopicLookFailed
 from hyperdata_sidecar.topics import load_contract, producer_max_request_size
-from hyperdata_sidecar.transactions import Transactions
+from hyperdata_sidecar.transactions import TransactionAborted, Transactions
 
 POLL_BUSY_S = 0.005  # how often delivery reports are served while they keep coming
 POLL_IDLE_S = 0.1  # ... slowing down to this when none came (idle, or the broker is away)
@@ -151,7 +151,7 @@ class DataPlane:
             )
         producer = self.engine.producer(self._config())
         try:
-            await self.txn.start(producer, self._drained)
+            await self.txn.start(producer, self._drained, self._renew)
         except Exception as exc:
             error = self.engine.txn_error(exc)
             if error is None:
@@ -369,6 +369,13 @@ class DataPlane:
                 return
             except BufferError:
                 await asyncio.sleep(POLL_BUSY_S)
+            except Exception as exc:
+                error = self.engine.txn_error(exc)
+                if error is None:
+                    raise
+                # The transaction is in error (a record failed, the broker aborted it): abort and redo.
+                self.txn.record_failed(f"{topic}: {error.name} ({error.detail})")
+                raise TransactionAborted(self.txn.abort_reason or error.name) from exc
 
     # ------------------------------------------------------------------ client events
 
@@ -379,6 +386,10 @@ class DataPlane:
             self.fatal = error
             self._on_error("fatal")
             self.log.error("producer_fatal", error=error.name(), detail=error.str())
+            if self.txn.enabled and error.name() == "_FENCED":
+                # The transactions decide at their next call: a transaction the broker aborted after
+                # TXN_TIMEOUT_MS (a new producer takes over), or a newer worker (this one stops).
+                return
             self._on_fatal(error)
             return
         name = error.name()
@@ -421,6 +432,18 @@ class DataPlane:
             self._on_broker(connected)
 
     # ------------------------------------------------------------------ transactions (exactly_once)
+
+    async def _renew(self) -> Producer:
+        """A new producer for the old one the broker fenced (after it aborted a transaction open
+        longer than ``TXN_TIMEOUT_MS``), registered with ``init_transactions``; the old one's
+        records are dropped (their transaction was aborted)."""
+        old = self._connected_producer()
+        old.purge()
+        producer = self.engine.producer(self._config())
+        await asyncio.to_thread(producer.init_transactions, METADATA_TIMEOUT_S)
+        self._producer = producer
+        self.fatal = None
+        return producer
 
     async def _drained(self) -> None:
         """Every record reported, the reports served on the loop (before a commit)."""

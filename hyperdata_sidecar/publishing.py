@@ -185,7 +185,7 @@ class PublishFlow:
         abort it and end the tick (raises :class:`TransactionAborted`); the tables redo their reads.
         Nothing with at_least_once (the records are sent again)."""
         if self.txn.enabled:
-            failures = cycle.failures()
+            failures = cycle.deliveries.failures()
             self.txn.record_failed(f"a record was not delivered: {failures[0] if failures else 'unknown'}")
             raise TransactionAborted(self.txn.abort_reason or "a record was not delivered")
 

@@ -39,7 +39,7 @@ from hyperdata_sidecar.shutdown import Shutdown
 from hyperdata_sidecar.snapshots import SnapshotAnnouncements, SnapshotWatcher
 from hyperdata_sidecar.state_writer import StateTables
 from hyperdata_sidecar.tailer import TailerRooms
-from hyperdata_sidecar.transactions import Transactions
+from hyperdata_sidecar.transactions import TransactionAborted, Transactions
 
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
 
@@ -137,6 +137,8 @@ class TableSync:
                 try:
                     await self.rotations.hand_over(self.node_tables.cursors(), Occasion.REBALANCE)
                     return
+                except TransactionAborted:
+                    return  # exactly_once: the reads are redone, and at_start hands them over again
                 except (TimeoutError, KafkaError, OSError) as exc:
                     self.metrics.producer_error("seal")
                     self.log.limited(

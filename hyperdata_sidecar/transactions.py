@@ -92,10 +92,12 @@ class Transactions:
         self.committed = 0  # the last committed one's
         self.aborted: set[int] = set()
         self.waiting_for: str | None = None  # what a commit or abort waits for (readiness)
+        self._expired: TxnError | None = None  # the broker aborted the open transaction after its timeout
         self.abort_reason: str | None = None
         self.quiet: Callable[[], bool] = lambda: True  # the tables: nothing in flight (set by the node tables)
         self._producer: Producer | None = None
         self._drain: Callable[[], Awaitable[object]] = _nothing
+        self._renew: Callable[[], Awaitable[Producer]] | None = None  # a new producer, after the broker aborted ours
         self._in_step = 0
         self._changed = asyncio.Event()
         self._closing = asyncio.Lock()  # one close at a time: the commit loop's, or the stop's
@@ -111,7 +113,12 @@ class Transactions:
         timeout = self.settings.txn_timeout_ms
         return {"transactional.id": self.transactional_id, "transaction.timeout.ms": timeout, "message.timeout.ms": timeout}
 
-    async def start(self, producer: Producer, drain: Callable[[], Awaitable[object]]) -> None:
+    async def start(
+        self,
+        producer: Producer,
+        drain: Callable[[], Awaitable[object]],
+        renew: Callable[[], Awaitable[Producer]] | None = None,
+    ) -> None:
         """Register the producer with the broker (fencing any earlier one with the same id, and
         aborting what it left open), then begin the first transaction. ``drain()`` returns once every
         record was reported, served on the event loop: a commit is called only then, since
@@ -122,6 +129,7 @@ class Transactions:
         await asyncio.to_thread(producer.init_transactions, CALL_TIMEOUT_S)
         self._producer = producer
         self._drain = drain
+        self._renew = renew
         self.log.info("transactions_started", transactional_id=self.transactional_id, timeout_ms=self.settings.txn_timeout_ms)
         self._begin()
 
@@ -273,7 +281,10 @@ class Transactions:
         while self._in_step:
             await self._wait()
         self.aborted.add(self.number)
-        await self._call("abort_transaction")
+        if self._expired is None:
+            await self._call("abort_transaction")  # finds the broker's abort (sets _expired) if there was one
+        if self._expired is not None:
+            await self._renewed()
         self.metrics.txn_aborted()
         self.log.warning(
             "transaction_aborted",
@@ -304,6 +315,18 @@ class Transactions:
                 error = self.engine.txn_error(exc)
                 if error is None:
                     raise
+            if (
+                error.fatal
+                and self._renew is not None
+                and self._clock() - self.budget.opened_at > self.settings.txn_timeout_ms / 1000
+            ):
+                # Open longer than transaction.timeout.ms (the worker was frozen, or the commit could
+                # not reach the broker): the broker aborted it and bumped the producer's epoch, which
+                # librdkafka reports as fenced. A transaction younger than that can only be fenced
+                # by a newer producer of the id: that one is a zombie fence, this one is not.
+                self._expired = error
+                self.waiting_for = None
+                return error
             if error.fatal:
                 self._fenced(error)
                 raise ProducerFenced(error.detail)
@@ -313,6 +336,35 @@ class Transactions:
             self.waiting_for = f"{name.replace('_', ' ')}: {error.name} ({error.detail})"
             self.metrics.txn_retried()
             self.log.limited(logging.WARNING, "transaction_waiting", name, 60.0, call=name, error=error.name, detail=error.detail)
+
+    async def _renewed(self) -> None:
+        """The broker aborted the transaction after ``TXN_TIMEOUT_MS`` and fenced this producer's
+        epoch: a new producer of the same id takes over (its ``init_transactions`` fences the old)."""
+        assert self._renew is not None
+        while True:
+            try:
+                self._producer = await self._renew()
+                break
+            except Exception as exc:
+                error = self.engine.txn_error(exc)
+                if error is None:
+                    raise
+                self.metrics.txn_retried()
+                self.log.limited(
+                    logging.WARNING,
+                    "transaction_waiting",
+                    "init_transactions",
+                    60.0,
+                    call="init_transactions",
+                    error=error.name,
+                    detail=error.detail,
+                )
+                await asyncio.sleep(1.0)
+        self.log.warning(
+            "producer_renewed",
+            reason=f"{self._expired.name if self._expired else ''}: the broker aborted a transaction open longer than TXN_TIMEOUT_MS",
+        )
+        self._expired = None
 
     def not_ready_reason(self) -> str | None:
         """Why the transactions keep the worker from being ready, or None."""

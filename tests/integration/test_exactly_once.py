@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
+from functools import partial
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +23,10 @@ def committed(worker) -> float:
     return metric_value(worker, "hyperdata_sidecar_transactions_committed_total")
 
 
+def enough_committed(worker) -> bool:
+    return committed(worker) >= 3
+
+
 @pytest.mark.parametrize("engine", ["python", "native"])
 async def test_sigkills_during_a_catch_up_repeat_nothing_for_a_read_committed_reader(
     tmp_path, kafka_bootstrap, unique_topic_prefix, engine
@@ -30,7 +37,7 @@ async def test_sigkills_during_a_catch_up_repeat_nothing_for_a_read_committed_re
     try:
         for k in range(3):
             await sidecar.until_events("startup", k + 1)
-            await worker.until(lambda: committed(worker) >= 3, "a few committed transactions")
+            await worker.until(partial(enough_committed, worker), "a few committed transactions")
             kill(worker)
             worker = sidecar.start()
         await sidecar.until_events("startup", 4)
@@ -43,23 +50,35 @@ async def test_sigkills_during_a_catch_up_repeat_nothing_for_a_read_committed_re
 
 
 async def test_a_second_worker_with_the_same_node_id_fences_the_first(tmp_path, kafka_bootstrap, unique_topic_prefix):
-    write_corpus(tmp_path / "watch", hours=2, lines=6000)
+    write_corpus(tmp_path / "corpus", hours=3, lines=6000)
     first = Sidecar(tmp_path / "first", kafka_bootstrap, unique_topic_prefix, **EXACTLY_ONCE)
-    first.env["WATCH_DIR"] = str(tmp_path / "watch")
     second = Sidecar(
         tmp_path / "second", kafka_bootstrap, unique_topic_prefix, **{**EXACTLY_ONCE, "NODE_ID": first.env["NODE_ID"]}
     )
-    second.env["WATCH_DIR"] = first.env["WATCH_DIR"]
+    second.env["WATCH_DIR"], second.watch = first.env["WATCH_DIR"], first.watch
+    hours = sorted({(p.parent.name, int(p.name)) for p in (tmp_path / "corpus").glob("*/hourly/*/*")})
+    for date, hour in hours[:-1]:  # the last hour comes once the second worker has started
+        for path in (tmp_path / "corpus").glob(f"*/hourly/{date}/{hour}"):
+            copy_into(path, tmp_path / "corpus", first.watch)
     a = first.start()
     b = None
     try:
         await a.until(lambda: committed(a) >= 2, "the first worker's first transactions")
         b = second.start()
-        await a.until(lambda: exit_code(a) is not None, "the first worker to stop")
-        assert exit_code(a) != 0
+        await second.until_events("transactions_started")  # the second took the transactional.id
+        date, hour = hours[-1]
+        for path in (tmp_path / "corpus").glob(f"*/hourly/{date}/{hour}"):
+            copy_into(path, tmp_path / "corpus", first.watch)
+        assert await exited(a) not in (None, 0)
         fenced = first.events("producer_fenced")
         assert len(fenced) == 1 and "same NODE_ID" in fenced[0]["meaning"]
-        await second.until_events("startup")
+        # The second waits for the progress topic's partition, which the first held until the
+        # group gave it up (its session timeout when it did not leave cleanly).
+        for _ in range(1500):
+            if second.events("startup") or exit_code(b) is not None:
+                break
+            await asyncio.sleep(0.2)
+        assert second.events("startup"), "the second worker never started its tables"
         await b.until(lambda: caught_up(b, second.watch), "the second worker's catch-up")
         report = await second.verify()
         assert_clean(report)
@@ -68,6 +87,21 @@ async def test_a_second_worker_with_the_same_node_id_fences_the_first(tmp_path, 
         await asyncio.to_thread(a.stop)
         if b is not None:
             await asyncio.to_thread(b.stop)
+
+
+async def exited(worker, timeout_s: float = 120.0) -> int | None:
+    """The worker's exit code once it exits by itself (None if it still runs after ``timeout_s``)."""
+    for _ in range(int(timeout_s / 0.2)):
+        if exit_code(worker) is not None:
+            break
+        await asyncio.sleep(0.2)
+    return exit_code(worker)
+
+
+def copy_into(path: Path, corpus: Path, watch: Path) -> None:
+    target = watch / path.relative_to(corpus)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, target)
 
 
 async def test_a_frozen_workers_transaction_is_aborted_by_the_broker_and_redone_after_it_thaws(
