@@ -26,7 +26,9 @@ from hyperdata_sidecar.core.topic_check import PARTITION_COUNT, TOPIC_MISSING, L
 from hyperdata_sidecar.dataplane import DataPlane
 from hyperdata_sidecar.engines import select
 from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.topics import apply_contract, load_contract
+from hyperdata_sidecar.transactions import Transactions
 
 ENV_OF = {
     "book_diffs": "TOPIC_BOOK_DIFFS",
@@ -63,10 +65,21 @@ async def contract_topics(bootstrap: str, env: dict[str, str], **counts: int) ->
 
 
 def plane_of(env: dict[str, str], engine_name: str, errors: list[str]) -> DataPlane:
+    settings, engine, log = load_settings(env), select(engine_name), EventLog(logging.getLogger("tests.topic_partitions"))
+    txn = Transactions(
+        settings,
+        engine,
+        SidecarMetrics(),
+        log,
+        transactional_id="unused",
+        on_abort=lambda _reason: None,
+        on_fenced=lambda _reason: None,
+    )
     return DataPlane(
-        load_settings(env),
-        EventLog(logging.getLogger("tests.topic_partitions")),
-        select(engine_name),
+        settings,
+        log,
+        engine,
+        txn,
         on_broker=lambda _: None,
         on_login_refused=lambda _: None,
         on_error=errors.append,
