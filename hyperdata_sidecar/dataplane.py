@@ -66,6 +66,8 @@ POLL_BUSY_S = 0.005  # how often delivery reports are served while they keep com
 POLL_IDLE_S = 0.1  # ... slowing down to this when none came (idle, or the broker is away)
 STATS_INTERVAL_MS = 1000  # broker states for readiness
 BATCH_FRAMING_BYTES = 512  # a record batch's own bytes on top of its records, with margin
+#: A line's record on top of the line: key, headers and batch framing (the contract's 64 KiB margin).
+RECORD_FRAMING_BYTES = 65536
 #: Connection errors that say the broker is unreachable (counted as kind "transport", logged at most
 #: once per minute each). A refused login (``_AUTHENTICATION``) is not one: it is kind "login_refused".
 TRANSPORT_ERRORS = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL"})
@@ -137,6 +139,8 @@ class DataPlane:
         for topic, count in partitions.items():
             self._note(self.guard.checked(topic, count, floors.get(topic)))
         self.max_message_bytes = limits
+        if self.txn.enabled:
+            self._check_line_limits(limits)
         # A batch larger than a topic's max.message.bytes is refused whole, innocent records and
         # all: keep batches below the smallest limit, so only a record too large by itself fails.
         self.batch_bytes = max(1, min(self.settings.producer_batch_bytes, *(v - BATCH_FRAMING_BYTES for v in limits.values())))
@@ -159,6 +163,21 @@ class DataPlane:
             raise DataPlaneError(f"init_transactions: {error.name} ({error.detail})") from exc
         self._producer = producer
         self._set_connected(True)
+
+    def _check_line_limits(self, limits: Mapping[str, int]) -> None:
+        """exactly_once: every data topic and the DLQ must take a line of ``MAX_LINE_BYTES`` with its
+        framing. A record the broker refuses for good fails its transaction, and the redone read
+        would send it again: with at_least_once it becomes a dead letter instead (the redelivery).
+        Raises :class:`DataPlaneError` (the connect is retried: the operator can raise the limit)."""
+        needed = self.settings.max_line_bytes + RECORD_FRAMING_BYTES
+        lines = [*self.settings.topics.values(), self.settings.topic_dlq]
+        low = {topic: limit for topic, limit in limits.items() if topic in lines and limit < needed}
+        if low:
+            topic = min(low, key=low.__getitem__)
+            raise DataPlaneError(
+                f"DELIVERY=exactly_once needs max.message.bytes >= MAX_LINE_BYTES + {RECORD_FRAMING_BYTES} = {needed} "
+                f"on every data topic and the DLQ; {topic} has {low[topic]} (raise it, or lower MAX_LINE_BYTES)"
+            )
 
     def _config(self) -> dict[str, Any]:
         return {

@@ -225,10 +225,10 @@ class FakeEngine(PythonEngine):
         return PythonLines(file, producer.produce)
 
 
-def door(tmp_path, **counts: int) -> tuple[DataPlane, list, list]:
+def door(tmp_path, env: dict[str, str] | None = None, limit: int = 8454144, **counts: int) -> tuple[DataPlane, list, list]:
     """A data plane connected to a broker whose topics have the contract's counts but ``counts``
-    (by topic role: ``orders=1``), each with every end offset at 10."""
-    settings = load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID": "unit"})
+    (by topic role: ``orders=1``), each with every end offset at 10 and ``max.message.bytes`` ``limit``."""
+    settings = load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID": "unit", **(env or {})})
     errors: list = []
     plane = DataPlane(
         settings,
@@ -246,7 +246,7 @@ def door(tmp_path, **counts: int) -> tuple[DataPlane, list, list]:
 
     def describe(topics: list[str]) -> tuple[dict, dict, dict]:
         floors = {t: dict.fromkeys(range(n), 10) for t, n in actual.items() if n == CONTRACT[t]}
-        return {t: actual[t] for t in topics}, dict.fromkeys(topics, 8454144), floors
+        return {t: actual[t] for t in topics}, dict.fromkeys(topics, limit), floors
 
     def look(topic: str, refused: bool) -> tuple[int, dict | None]:
         n = actual.get(topic, 0)
@@ -390,3 +390,22 @@ async def test_a_seal_for_a_topic_with_another_count_is_refused_after_one_more_l
         await plane.send(SEALS, b"k", b"v")
     assert isinstance(refused.value, TopicNotWritable) and "the contract says 3" in str(refused.value)
     assert plane._producer.refreshed == [SEALS] and not plane._producer.produced
+
+
+async def test_exactly_once_refuses_topics_that_cannot_take_the_longest_line(tmp_path):
+    exactly_once = {"DELIVERY": "exactly_once", "MAX_LINE_BYTES": "1000000"}
+    plane, _, _ = door(tmp_path, exactly_once, limit=1_000_000)
+    with pytest.raises(DataPlaneError, match=r"max.message.bytes >= MAX_LINE_BYTES \+ 65536 = 1065536"):
+        await plane.connect(load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID": "unit"}).contract_topics())
+    plane, _, _ = door(tmp_path, exactly_once, limit=1_065_536)
+    plane.engine.producer = lambda _config: None  # type: ignore[method-assign,assignment,return-value]
+    plane.txn.start = _started  # type: ignore[method-assign]
+    await plane.connect(load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID": "unit"}).contract_topics())
+    assert plane.connected
+    plane, _, _ = door(tmp_path, limit=1_000_000)  # at_least_once: a refused line becomes a dead letter
+    await plane.connect(load_settings({"WATCH_DIR": str(tmp_path), "NODE_ID": "unit"}).contract_topics())
+    assert plane.connected
+
+
+async def _started(*_args: object) -> None:
+    return None
