@@ -68,6 +68,23 @@ class ProgressTopic:
         await self.topic.send(key=None, value={"kind": "barrier", "token": token})
         await reached
 
+    def held_elsewhere(self) -> str | None:
+        """Why the barrier cannot pass yet, when this worker's consumer holds no partition of the
+        progress topic: another worker of the same app id (a second one with the same ``NODE_ID``)
+        holds it, and this one waits until that one stops. None otherwise."""
+        app = getattr(self.topic, "app", None)
+        consumer = getattr(app, "consumer", None)
+        if consumer is None:
+            return None
+        try:
+            assigned = consumer.assignment()
+        except Exception:  # noqa: BLE001 - a consumer not started yet holds nothing to name
+            return None
+        name = self.topic.get_topic_name()
+        if any(tp.topic == name for tp in assigned):
+            return None
+        return f"waiting for {name}: another worker of app {app.conf.id} holds it (a second worker with the same NODE_ID?)"
+
     # ------------------------------------------------------------------ applying (the progress agent)
 
     async def apply(self, record: dict[str, Any]) -> None:

@@ -51,6 +51,7 @@ class Readiness:
         self.lifecycle = Lifecycle()
         self.holds: dict[str, str] = {}  # table -> why it cannot publish now
         self.node_outputs: dict[str, str] = {}  # table -> the other output layout the node writes it in
+        self.syncing_on: str | None = None  # syncing: what the progress barrier waits for, when it is named
         self.unreadable: dict[str, str] = {}  # table -> the error of its last poll, while its polls fail
 
     def move_to(self, phase: Phase) -> None:
@@ -91,6 +92,8 @@ class Readiness:
         not_running = self.lifecycle.not_running_reason()
         if not_running is not None:
             reasons.append(not_running)
+        if self.syncing_on is not None and self.lifecycle.phase is Phase.SYNCING:
+            reasons.append(self.syncing_on)
         broker = self._broker.not_ready_reason()
         if broker is not None and self.lifecycle.phase is not Phase.STOPPING:
             reasons.append(broker)

@@ -42,6 +42,7 @@ from hyperdata_sidecar.tailer import TailerRooms
 from hyperdata_sidecar.transactions import TransactionAborted, Transactions
 
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
+BARRIER_LOOK_S = 1.0  # how often a waiting barrier looks who holds the progress topic
 
 
 class TableSync:
@@ -95,7 +96,7 @@ class TableSync:
                 # old tailers runs, and a new transaction may begin.
                 await self.node_tables.ticks_finished(math.inf)
                 self.txn.resume()
-            await self.progress.barrier()
+            await self._barrier()
             stored: dict[str, dict[str, FileCursor]] = {spec.dir_name: {} for spec in TABLES}
             for path, record in self.tables.offsets.items():
                 stored.setdefault(path.split("/", 1)[0], {})[path] = FileCursor.from_record(record)
@@ -111,6 +112,17 @@ class TableSync:
                 **self.node_tables.startup_summary(),
                 resume_points={path: c.byte_offset for files in stored.values() for path, c in files.items()},
             )
+
+    async def _barrier(self) -> None:
+        """The progress barrier; while it waits, readiness names a worker holding the progress topic."""
+        barrier = asyncio.ensure_future(self.progress.barrier())
+        try:
+            while not barrier.done():
+                self.readiness.syncing_on = self.progress.held_elsewhere()
+                await asyncio.wait({barrier}, timeout=BARRIER_LOOK_S)
+        finally:
+            self.readiness.syncing_on = None
+        await barrier
 
     def rebalanced(self, *_: Any, **__: Any) -> None:
         """Receiver of Faust's ``on_rebalance_complete`` signal (the partitions are assigned, the

@@ -186,3 +186,23 @@ async def test_an_unknown_record_changes_nothing_and_is_a_warning(caplog):
     await p.progress.apply({"kind": "rewind", "path": PATH})
     assert p.offsets == {}
     assert events(caplog) == [("WARNING", "unknown_progress_record", {"record": str({"kind": "rewind", "path": PATH})})]
+
+
+class Assigned:
+    """A Faust app whose consumer holds ``partitions`` (topic names)."""
+
+    def __init__(self, *topics: str) -> None:
+        self.conf = type("Conf", (), {"id": "hyperdata-sidecar-a"})()
+        self.consumer = type("Consumer", (), {"assignment": lambda _self: {type("TP", (), {"topic": t})() for t in topics}})()
+
+
+def test_the_progress_topic_held_by_another_worker_is_named() -> None:
+    host = Parts()
+    host.topic.app = Assigned("other-topic")  # type: ignore[attr-defined]
+    host.topic.get_topic_name = lambda: "hyperdata-sidecar-a-sidecar-progress"  # type: ignore[attr-defined]
+    reason = host.progress.held_elsewhere()
+    assert reason is not None and "another worker of app hyperdata-sidecar-a" in reason and "same NODE_ID" in reason
+    host.topic.app = Assigned("hyperdata-sidecar-a-sidecar-progress")  # type: ignore[attr-defined]
+    assert host.progress.held_elsewhere() is None
+    host.topic.app = None  # type: ignore[attr-defined]  # no app (not installed): nothing to name
+    assert host.progress.held_elsewhere() is None

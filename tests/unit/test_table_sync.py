@@ -36,10 +36,14 @@ class Progress:
 
     release: asyncio.Event = field(default_factory=asyncio.Event)
     barriers: int = 0
+    holder: str | None = None  # what held_elsewhere says
 
     async def barrier(self) -> None:
         self.barriers += 1
         await self.release.wait()
+
+    def held_elsewhere(self) -> str | None:
+        return self.holder
 
 
 @dataclass
@@ -137,6 +141,19 @@ async def test_the_start_waits_for_the_barrier_then_builds_hands_over_and_runs(t
     assert p.readiness.lifecycle.running
     [startup] = [r for r in caplog.records if r.getMessage() == "startup"]
     assert startup.fields["resume_points"][TAILING] == 10  # type: ignore[attr-defined]
+
+
+async def test_a_barrier_waiting_for_another_worker_names_it_in_readiness_until_it_passes(tmp_path, monkeypatch):
+    monkeypatch.setattr("hyperdata_sidecar.table_sync.BARRIER_LOOK_S", 0.01)
+    p = syncing(parts(tmp_path))
+    p.progress.holder = "waiting for the progress topic: another worker of app a holds it"
+    starting = asyncio.ensure_future(p.sync.at_start())
+    await asyncio.sleep(0.05)
+    assert p.progress.holder in p.readiness.not_ready_reasons()
+    p.progress.holder = None
+    p.progress.release.set()
+    await starting
+    assert p.readiness.syncing_on is None and p.readiness.lifecycle.running
 
 
 async def test_the_start_is_made_once_whichever_table_polls_first(tmp_path):
