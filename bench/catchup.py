@@ -44,7 +44,11 @@ def run(ctx: RunContext, engine: str) -> ScenarioResult:
         published = worker.lines_published()
     finally:
         worker.stop()
-    topic_messages = kafka.message_counts(ctx.broker.bootstrap, {spec.dir_name: worker.topic(spec.topic_env) for spec in TABLES})
+    topics = {spec.dir_name: worker.topic(spec.topic_env) for spec in TABLES}
+    if worker.settings.get("DELIVERY") == "exactly_once":
+        topic_messages = kafka.committed_records(ctx.broker.bootstrap, topics)
+    else:
+        topic_messages = kafka.message_counts(ctx.broker.bootstrap, topics)
     per_table = lines_by_table(backlog.files)
     result.details = {
         "backlog": {
