@@ -3,12 +3,16 @@
     python scripts/drills.py                  # all drills at full scale (about 25 minutes)
     python scripts/drills.py --only 2,5       # some of them
     python scripts/drills.py --small          # the CI scale: a quick look that everything still runs
+    python scripts/drills.py --delivery exactly_once   # every sidecar with DELIVERY=exactly_once
     python scripts/drills.py --markdown out.md
 
 The drills live in tests/integration/drills.py (the CI tests run the fast ones at small scale);
 this runner starts a LocalKafka in ``--work-dir`` (wiped first) on a port below the kernel's
-ephemeral range, so a client retrying against the stopped broker cannot take its port. Exit
-status: 0 when no drill failed ("observed" drills document behaviour and do not fail).
+ephemeral range, so a client retrying against the stopped broker cannot take its port.
+``--delivery`` (default ``at_least_once``) is the ``DELIVERY`` of every sidecar the drills start;
+with ``exactly_once`` the verifier reads ``read_committed``, and the drills about transactions
+(16 to 18) run instead of being skipped. Exit status: 0 when no drill failed ("observed" drills
+document behaviour and do not fail; skipped ones checked nothing).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 from hyperdata_sidecar.devkafka import LocalKafka, free_low_port  # noqa: E402
 
-from drill_kit import DrillContext, DrillResult  # noqa: E402
+from drill_kit import AT_LEAST_ONCE, DELIVERIES, DrillContext, DrillResult  # noqa: E402
 from drills import DRILLS, Drill  # noqa: E402
 
 HEADER = ("drill", "outcome", "lost", "duplicates", "recovery", "took")
@@ -40,20 +44,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=REPO / "var" / "drills", help="broker and drill dirs (wiped first)")
     parser.add_argument("--port", type=int, default=None, help="broker port (default: a free one below the ephemeral range)")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the table and notes as markdown here")
+    parser.add_argument(
+        "--delivery", choices=DELIVERIES, default=AT_LEAST_ONCE, help="DELIVERY of every sidecar (default: %(default)s)"
+    )
     args = parser.parse_args(argv)
     wanted = {int(n) for n in args.only.split(",") if n.strip()} or {d.number for d in DRILLS}
-    results = asyncio.run(run_all([d for d in DRILLS if d.number in wanted], args.work_dir, args.port, full=not args.small))
+    drills = [d for d in DRILLS if d.number in wanted]
+    results = asyncio.run(run_all(drills, args.work_dir, args.port, full=not args.small, delivery=args.delivery))
     print()
+    print(mode_line(args.delivery, full=not args.small))
     print(table(results))
     for result, _took in results:
         print()
         print(result.describe())
     if args.markdown is not None:
-        args.markdown.write_text(markdown(results))
+        args.markdown.write_text(f"{mode_line(args.delivery, full=not args.small)}\n\n{markdown(results)}")
     return 1 if any(r.outcome == "FAIL" for r, _ in results) else 0
 
 
-async def run_all(drills: list[Drill], work_dir: Path, port: int | None, *, full: bool) -> list[tuple[DrillResult, float]]:
+def mode_line(delivery: str, *, full: bool) -> str:
+    """What the table was measured in: the delivery mode (and the verifier's isolation) and the scale."""
+    isolation = "read_committed" if delivery == "exactly_once" else "read_uncommitted"
+    return f"DELIVERY={delivery} (the verifier reads {isolation}), {'full' if full else 'CI'} scale"
+
+
+async def run_all(
+    drills: list[Drill], work_dir: Path, port: int | None, *, full: bool, delivery: str = AT_LEAST_ONCE
+) -> list[tuple[DrillResult, float]]:
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
     port = port or free_low_port()
@@ -64,10 +81,14 @@ async def run_all(drills: list[Drill], work_dir: Path, port: int | None, *, full
         for index, drill in enumerate(drills, 1):
             name = f"{index:02d}-drill-{drill.number}-{drill.run.__name__}"
             ctx = DrillContext(
-                broker.bootstrap, work_dir / name, f"{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}.", broker=broker
+                broker.bootstrap,
+                work_dir / name,
+                f"{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}.",
+                broker=broker,
+                delivery=delivery,
             )
             ctx.root.mkdir()
-            print(f"== drill {drill.number}: {drill.run.__name__} ...", flush=True)
+            print(f"== drill {drill.number}: {drill.run.__name__} ({delivery}) ...", flush=True)
             started = time.monotonic()
             result = await run_one(drill, ctx, full=full)
             took = time.monotonic() - started

@@ -4,6 +4,11 @@ A drill breaks something real under a running sidecar (a worker process, the bro
 dir, the watched files), measures what it sees, and lets the no-loss verifier decide. It returns a
 :class:`DrillResult`: named checks, lost and duplicate counts, a recovery time and notes. The CI
 tests assert on it; ``scripts/drills.py`` prints it as a table.
+
+Every drill runs in one delivery mode, the context's ``delivery``: each sidecar it makes gets that
+``DELIVERY``, and with ``exactly_once`` the verifier reads ``read_committed`` (what downstream
+reads); the duplicates it counts are that view's, and the result notes what a ``read_uncommitted``
+reader sees besides.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -32,6 +37,8 @@ from sidecar_run import Sidecar
 from worker_process import WorkerProcess
 
 WAIT_S = 120.0
+AT_LEAST_ONCE, EXACTLY_ONCE = "at_least_once", "exactly_once"
+DELIVERIES = (AT_LEAST_ONCE, EXACTLY_ONCE)
 POLL_S = 0.25
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -48,16 +55,37 @@ class DrillContext:
     """Where a drill runs: a broker, an empty directory of its own and a topic prefix no one else uses.
 
     ``broker`` is given to drills that stop and start it (they start it again before they return).
+    ``delivery`` is the ``DELIVERY`` of every sidecar the drill makes (``TXN_*`` keep their defaults
+    unless the drill sets them).
     """
 
     bootstrap: str
     root: Path
     prefix: str
     broker: LocalKafka | None = None
+    delivery: str = AT_LEAST_ONCE
+
+    def __post_init__(self) -> None:
+        if self.delivery not in DELIVERIES:
+            raise ValueError(f"delivery must be one of {', '.join(DELIVERIES)}, not {self.delivery!r}")
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery == EXACTLY_ONCE
+
+    @property
+    def isolation(self) -> str:
+        """What the drill's readers read: ``read_committed`` in ``exactly_once``, as downstream does."""
+        return "read_committed" if self.exactly_once else "read_uncommitted"
 
     def sidecar(self, name: str = "node", **overrides: str) -> Sidecar:
-        """A sidecar rooted at ``root/name`` (its own watch, state and backup dirs) on the drill's topics."""
-        return Sidecar(self.root / name, self.bootstrap, self.prefix, **overrides)
+        """A sidecar rooted at ``root/name`` (its own watch, state and backup dirs) on the drill's
+        topics, in the drill's delivery mode."""
+        return Sidecar(self.root / name, self.bootstrap, self.prefix, **{"DELIVERY": self.delivery, **overrides})
+
+    def on(self, broker: LocalKafka) -> DrillContext:
+        """The same context on another broker (a drill's own, differently configured)."""
+        return replace(self, bootstrap=broker.bootstrap, broker=broker)
 
 
 @dataclass(frozen=True)
@@ -115,6 +143,11 @@ class DrillResult:
         per_table = {t.table: t.counts["duplicate"] + t.counts["dlq_duplicate"] for t in report.tables.values()}
         if any(per_table.values()):
             self.note(f"{prefix}duplicates by table: " + ", ".join(f"{table} {n}" for table, n in per_table.items() if n))
+        if report.uncommitted_duplicates is not None:
+            self.note(
+                f"{prefix}read {report.isolation}: {report.duplicates} duplicates; "
+                f"a read_uncommitted reader sees {report.uncommitted_duplicates} (aborted transactions' records)"
+            )
         self.check(f"{prefix}nothing lost, wrong or sealed twice", report.failures == 0, report.summary())
         self.check(
             f"{prefix}duplicates {report.duplicates} <= {allowed_duplicates}",
@@ -331,8 +364,12 @@ async def end_offsets(bootstrap: str, topics: Mapping[str, str]) -> dict[TopicPa
         await consumer.stop()
 
 
-async def records_since(bootstrap: str, topics: Mapping[str, str], since: Mapping[TopicPartition, int]) -> Observed:
-    """Every record of the sidecar's topics from ``since`` to the end offsets of now, as the verifier keeps them."""
+async def records_since(
+    bootstrap: str, topics: Mapping[str, str], since: Mapping[TopicPartition, int], *, isolation: str = "read_uncommitted"
+) -> Observed:
+    """Every record of the sidecar's topics from ``since`` to the end offsets of now, as the verifier
+    keeps them, as a consumer of ``isolation`` reads them (``read_committed``: to the last stable
+    offset, aborted transactions left out)."""
     tables = {topics[spec.dir_name]: spec.dir_name for spec in TABLES}
     observed = Observed(topic_tables=tables)
     for tp in since:
@@ -340,7 +377,7 @@ async def records_since(bootstrap: str, topics: Mapping[str, str], since: Mappin
             observed.partitions[tp.topic] = observed.partitions.get(tp.topic, 0) + 1
     if not since:
         raise DrillError("no partitions to read")
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation)
     await consumer.start()
     try:
         consumer.assign(list(since))

@@ -11,6 +11,12 @@ are published ahead of their acks, so a crash re-publishes at most the cycles wh
 checkpoints were not yet on the progress topic: the in-flight ones, the one being read and one whose
 checkpoint was on its way. :func:`unpersisted_lines` counts those read budgets per table per crash
 in the shortest generated line (250 bytes).
+
+With ``DELIVERY=exactly_once`` (``DrillContext.delivery``) a line and the progress record that
+covers it commit together and the verifier reads ``read_committed``, so a crash repeats nothing:
+:func:`crash_bound` is 0 there, and each result notes what a ``read_uncommitted`` reader sees (the
+records of the transactions a crash left open, published again). Drills 16 to 18 are about
+transactions themselves and run in that mode only.
 """
 
 from __future__ import annotations
@@ -89,6 +95,19 @@ METADATA_PROPAGATION_S = 30.0  # librdkafka's topic.metadata.propagation.max.ms 
 def unpersisted_lines(budget: int, crashes: int = 1) -> int:
     """Most lines a crash may publish again: the unpersisted read budgets of every table (module docstring)."""
     return crashes * len(TABLES) * BUDGETS_PER_CRASH * budget // SHORTEST_LINE_BYTES
+
+
+def crash_bound(ctx: DrillContext, budget: int, crashes: int = 1) -> int:
+    """The duplicates ``crashes`` crashes may leave: :func:`unpersisted_lines`, or none in
+    ``exactly_once`` (a ``read_committed`` reader never sees an uncommitted line)."""
+    return 0 if ctx.exactly_once else unpersisted_lines(budget, crashes)
+
+
+def exactly_once_only(ctx: DrillContext, result: DrillResult) -> bool:
+    """Skip ``result`` unless the drill runs in ``exactly_once`` (its fault exists only there); True when skipped."""
+    if not ctx.exactly_once:
+        result.skipped = "exactly_once only (scripts/drills.py --delivery exactly_once)"
+    return result.skipped is not None
 
 
 def corpus(target: Path, *, hours: int, lines_per_hour: int | Mapping[str, int], seed: int = 7, **kwargs: Any) -> CorpusSummary:
@@ -174,7 +193,7 @@ async def sigkill_mid_tail(
         result.note(f"seed {seed}; kills at {', '.join(moments)}")
         await writing
         await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up with the whole replay")
-        bound = unpersisted_lines(budget, kills)
+        bound = crash_bound(ctx, budget, kills)
         result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound), allowed_duplicates=bound)
         await stop(worker, result)
     finally:
@@ -311,7 +330,7 @@ async def sigkill_during_outage(
         await wait_for(worker, lambda: len(sidecar.events("startup")) >= 2, "the restarted worker's startup")
         await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up with the whole backlog")
         result.recovery_s = time.monotonic() - back_at
-        bound = unpersisted_lines(budget)
+        bound = crash_bound(ctx, budget)
         result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound), allowed_duplicates=bound)
         await stop(worker, result)
     finally:
@@ -571,7 +590,7 @@ async def topic_deleted_in_flight(
     """
     result = DrillResult(15, "data topic deleted in flight, auto-create off", variant="b")
     broker = await asyncio.to_thread(_broker_without_auto_create, ctx.root / "kafka")
-    ctx = DrillContext(broker.bootstrap, ctx.root, ctx.prefix, broker=broker)
+    ctx = ctx.on(broker)
     summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour)
     sidecar = ctx.sidecar()
     topic = default_topics(sidecar.env)[ORDERS]
@@ -982,7 +1001,7 @@ async def local_state_lost(
         result.note(
             f"killed after {kill_at:.0%} of {summary.bytes / MiB:.0f} MiB; {len(resumed)} files resumed from the changelog"
         )
-        bound = unpersisted_lines(budget)
+        bound = crash_bound(ctx, budget)
         result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound), allowed_duplicates=bound)
         await stop(worker, result)
     finally:
@@ -1036,6 +1055,11 @@ async def changelog_lost(ctx: DrillContext, *, hours: int = 2, lines_per_hour: i
             f"after removing the state as the message suggests: {report.duplicates} of {lines} lines published again, "
             f"{report.count('seal_duplicate')} duplicate seals"
         )
+        if report.uncommitted_duplicates is not None:
+            result.note(
+                f"{ctx.delivery}, read {report.isolation}: a read_uncommitted reader sees {report.uncommitted_duplicates} "
+                "lines again (the committed copies above, and any aborted transaction's)"
+            )
         result.lost, result.duplicates = report.count("lost") + report.count("dlq_missing"), report.duplicates
         result.check("after the state is removed nothing is lost", report.failures == 0, report.summary())
         await stop(worker, result)
@@ -1095,7 +1119,7 @@ async def truncated_or_replaced(ctx: DrillContext, *, lines_per_hour: int = 6000
         result.check(
             "each rewrite is counted once, the untouched file not", counted == {BOOK: 1, ORDERS: 1, FILLS: 0}, str(counted)
         )
-        observed = await records_since(ctx.bootstrap, topics, before)
+        observed = await records_since(ctx.bootstrap, topics, before, isolation=ctx.isolation)
         expected = [f for f in read_tree(sidecar.watch) if f.relpath in (truncated, replaced)]
         report = reconcile(expected, observed)
         result.verified(report, label="re-read from byte 0")
@@ -1424,7 +1448,7 @@ async def sigterm_during_catch_up(
         restarted = time.monotonic()
         await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up after the restart", 300.0)
         result.recovery_s = time.monotonic() - restarted
-        bound = unpersisted_lines(DEFAULT_BUDGET)
+        bound = crash_bound(ctx, DEFAULT_BUDGET)
         result.verified(
             await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound, timeout_s=300.0), allowed_duplicates=bound
         )
@@ -1485,7 +1509,7 @@ async def two_nodes(ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 
         await asyncio.gather(*writing)
         await wait_for(workers["a"], lambda: caught_up(workers["a"], a.watch), "node a to catch up")
         await wait_for(workers["b"], lambda: caught_up(workers["b"], b.watch), "node b to catch up")
-        bound = unpersisted_lines(DEFAULT_BUDGET)
+        bound = crash_bound(ctx, DEFAULT_BUDGET)
         result.verified(
             await a.verify(backup_dir=a.backups, allowed_duplicates=bound), allowed_duplicates=bound, label="node a (killed)"
         )
@@ -1667,6 +1691,212 @@ def _not_ready_reasons(worker) -> list[str]:
     return [] if status == 200 else list(json.loads(body).get("reasons", []))
 
 
+# ---------------------------------------------------------------------------- 16-18. exactly_once: transactions under fault
+
+
+def _committed(worker) -> float:
+    return metric_value(worker, "hyperdata_sidecar_transactions_committed_total")
+
+
+async def sigkill_during_commit(
+    ctx: DrillContext,
+    *,
+    kills: int = 3,
+    hours: int = 3,
+    lines_per_hour: int = 20_000,
+    budget: int = 64 * 1024,
+    txn_max_ms: int = 100,
+    seed: int | None = None,
+) -> DrillResult:
+    """``exactly_once``: SIGKILL the worker as a transaction closes, ``kills`` times during a catch-up
+    (``TXN_MAX_MS`` short, so commits come often). After each start the drill waits for a commit
+    (``transactions_committed_total`` moves) and kills ``txn_max_ms`` plus a random part of the mean
+    close time (``transaction_close_seconds``) later: as the next transaction closes or commits, as
+    near as it can be aimed from outside (each kill's aim is in the notes). Nothing lost, nothing
+    twice for a ``read_committed`` reader, every finalized file sealed once."""
+    seed = random.randrange(10**6) if seed is None else seed
+    rng = random.Random(seed)
+    result = DrillResult(16, f"SIGKILL during a commit x{kills}")
+    if exactly_once_only(ctx, result):
+        return result
+    sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget), TXN_MAX_MS=str(txn_max_ms))
+    summary = corpus(sidecar.watch, hours=hours, lines_per_hour=lines_per_hour, bad_every=997)
+    worker = sidecar.start()
+    restarted = time.monotonic()
+    try:
+        aims = []
+        for k in range(kills):
+            await wait_for(worker, lambda k=k: len(sidecar.events("startup")) >= k + 1, f"startup {k + 1}")
+            await wait_for(worker, lambda w=worker: _committed(w) >= 2, "the first commits of this start")
+            aims.append(await asyncio.to_thread(_kill_as_a_commit_closes, worker, txn_max_ms / 1000, rng))
+            worker = sidecar.start()
+            restarted = time.monotonic()
+        await wait_for(worker, lambda: len(sidecar.events("startup")) >= kills + 1, "the last startup")
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up with the whole backlog")
+        result.recovery_s = time.monotonic() - restarted
+        before_next = sum(1 for aim in aims if not aim.endswith("(after the next commit)"))
+        result.note(f"seed {seed}; {summary.bytes / MiB:.0f} MiB backlog; kills {', '.join(aims)}")
+        result.note(f"{before_next} of {kills} kills came before the next commit was counted")
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups), allowed_duplicates=0)
+        await stop(worker, result)
+    finally:
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
+def _kill_as_a_commit_closes(worker, txn_max_s: float, rng: random.Random) -> str:
+    """Blocking: wait for the next commit, then SIGKILL when the transaction after it is due to
+    close (``txn_max_s``, plus a random part of the mean close time). What the kill aimed at."""
+    count, close_s = _close_seconds(worker)
+    committed = _committed(worker)
+    deadline = time.monotonic() + WAIT_S
+    while (now := _committed(worker)) <= committed:
+        if time.monotonic() > deadline or exit_code(worker) is not None:
+            raise DrillError(f"no commit within {WAIT_S:.0f}s (exit {exit_code(worker)})\n{worker.log_tail()}")
+    seen = time.monotonic()
+    mean_close = close_s / count if count else 0.05
+    delay = txn_max_s + rng.uniform(0.0, max(mean_close, 0.01))
+    time.sleep(max(0.0, delay - (time.monotonic() - seen)))
+    after = _committed(worker) > now
+    kill(worker)
+    return f"{1000 * delay:.0f} ms after a commit{' (after the next commit)' if after else ''}"
+
+
+def _close_seconds(worker) -> tuple[float, float]:
+    """(count, sum) of the worker's ``transaction_close_seconds`` so far."""
+    samples = {name: metric_value(worker, f"hyperdata_sidecar_transaction_close_seconds_{name}") for name in ("count", "sum")}
+    return samples["count"], samples["sum"]
+
+
+async def second_worker_same_node_id(ctx: DrillContext, *, hours: int = 3, lines_per_hour: int = 6000) -> DrillResult:
+    """``exactly_once``: a second worker starts with the first one's ``NODE_ID`` (a copied
+    configuration, a container started twice) on the same watch tree and backup dir, with a state
+    dir of its own; the last hour is written once it has started. The first is fenced (its
+    ``transactional.id`` taken): it stops non-zero with one ``producer_fenced`` line; the second
+    resumes from the last committed progress and catches up. A ``read_committed`` reader sees every
+    line once: anything the first committed after the fence would be there twice."""
+    result = DrillResult(17, "a second worker with the same NODE_ID")
+    if exactly_once_only(ctx, result):
+        return result
+    summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour, bad_every=997)
+    earlier, last_hour = _split_last_hour(Path(summary.root), ctx.root / "corpus-before", ctx.root / "corpus-hour")
+    first = ctx.sidecar("first")
+    second = ctx.sidecar(
+        "second", NODE_ID=first.env["NODE_ID"], WATCH_DIR=first.env["WATCH_DIR"], BACKUP_DIR=first.env["BACKUP_DIR"]
+    )
+    shutil.copytree(earlier, first.watch, dirs_exist_ok=True)
+    a = first.start()
+    b = None
+    try:
+        await wait_for(a, lambda: _committed(a) >= 2, "the first worker's first commits")
+        b = second.start()
+        await wait_for(b, lambda: second.events("transactions_started"), "the second worker to take the transactional.id")
+        fenced_at = time.monotonic()
+        shutil.copytree(last_hour, first.watch, dirs_exist_ok=True)
+        code = await _exited(a, WAIT_S)
+        result.check("the first worker stops by itself with a non-zero exit", code not in (None, 0), f"exit {code}")
+        fenced = first.events("producer_fenced")
+        result.check(
+            "the first worker logs one producer_fenced line naming the same NODE_ID",
+            len(fenced) == 1 and "same NODE_ID" in fenced[0].get("meaning", ""),
+            str(fenced[:2]),
+        )
+        if code is not None:
+            result.note(f"the first worker exited {code} {time.monotonic() - fenced_at:.1f}s after the second took over")
+        await wait_for(b, lambda: second.events("startup"), "the second worker's startup", 300.0)
+        result.note(f"the second worker started its tables {time.monotonic() - fenced_at:.1f}s after it took over")
+        await wait_for(b, lambda: caught_up(b, second.watch), "the second worker's catch-up")
+        result.recovery_s = time.monotonic() - fenced_at
+        result.verified(await second.verify(backup_dir=second.backups), allowed_duplicates=0)
+        await stop(b, result, "second worker")
+    finally:
+        if exit_code(a) is None:
+            await asyncio.to_thread(a.stop)
+        if b is not None:
+            await asyncio.to_thread(b.stop)
+    return result
+
+
+async def _exited(worker, timeout_s: float) -> int | None:
+    """The worker's exit code once it exits by itself (None if it still runs after ``timeout_s``)."""
+    started = time.monotonic()
+    while exit_code(worker) is None and time.monotonic() - started < timeout_s:
+        await asyncio.sleep(0.2)
+    return exit_code(worker)
+
+
+async def broker_frozen_past_txn_timeout(
+    ctx: DrillContext,
+    *,
+    txn_timeout_ms: int = 5000,
+    frozen_s: float = 12.0,
+    hours: int = 2,
+    lines_per_hour: int = 20_000,
+    budget: int = 256 * 1024,
+    recovery_bound_s: float | None = None,
+) -> DrillResult:
+    """``exactly_once``: freeze the broker (SIGSTOP) for ``frozen_s``, longer than ``TXN_TIMEOUT_MS``,
+    in the middle of a catch-up, then let it go on. The open transaction cannot end in time (its
+    records time out, or the broker aborts it): it is aborted and its reads redone from the last
+    committed progress, in the same process. Nothing lost, nothing twice for a ``read_committed``
+    reader. The recovery is from the thaw to the first commit after the reads were redone;
+    ``recovery_bound_s`` (the issue's 10 s) is checked when given, else only reported."""
+    result = DrillResult(18, f"broker frozen {frozen_s:.0f}s, past TXN_TIMEOUT_MS={txn_timeout_ms}, during catch-up")
+    if exactly_once_only(ctx, result):
+        return result
+    if ctx.broker is None:
+        raise DrillError("broker_frozen_past_txn_timeout needs a broker it may freeze")
+    summary = corpus(ctx.root / "backlog", hours=hours, lines_per_hour=lines_per_hour)
+    sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget), TXN_TIMEOUT_MS=str(txn_timeout_ms))
+    shutil.copytree(summary.root, sidecar.watch, dirs_exist_ok=True)
+    worker = sidecar.start()
+    broker_pid = None
+    try:
+        await wait_for(worker, lambda: sidecar.events("startup"), "startup")
+        await wait_for(
+            worker, lambda: _data_lines_published(worker) > summary.lines / 10, "a tenth of the backlog to be published"
+        )
+        process, broker_pid = pid(worker), ctx.broker.pid()
+        if broker_pid is None:
+            raise DrillError("the broker is not running")
+        os.kill(broker_pid, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        while time.monotonic() - frozen_at < frozen_s and exit_code(worker) is None:
+            await asyncio.sleep(0.5)
+        os.kill(broker_pid, signal.SIGCONT)
+        broker_pid = None
+        thawed_at = time.monotonic()
+        result.check("the worker stays up while the broker is frozen", exit_code(worker) is None, worker.log_tail())
+        await wait_for(worker, lambda: sidecar.events("reads_redone"), "the reads redone after the abort")
+        redone = time.monotonic() - thawed_at
+        since = _committed(worker)
+        await wait_for(worker, lambda: _committed(worker) > since, "a commit after the reads were redone")
+        result.recovery_s = time.monotonic() - thawed_at
+        await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up after the thaw")
+        caught = time.monotonic() - thawed_at
+        aborted, renewed = sidecar.events("transaction_aborted"), sidecar.events("producer_renewed")
+        result.check("the open transaction was aborted (transaction_aborted)", bool(aborted), str(aborted[:2]))
+        result.note(
+            f"after the thaw: reads redone {redone:.1f}s, first commit after them {result.recovery_s:.1f}s, caught up "
+            f"{caught:.1f}s; {len(aborted)} transaction_aborted ({'; '.join(str(e.get('reason'))[:120] for e in aborted[:2])}), "
+            f"{len(renewed)} producer_renewed"
+        )
+        if recovery_bound_s is not None:
+            result.check(
+                f"commits again within {recovery_bound_s:.0f}s of the thaw",
+                result.recovery_s <= recovery_bound_s,
+                f"{result.recovery_s:.1f}s",
+            )
+        result.check("the worker never restarted (one startup)", len(sidecar.events("startup")) == 1 and pid(worker) == process)
+        result.verified(await sidecar.verify(backup_dir=sidecar.backups), allowed_duplicates=0)
+        await stop(worker, result)
+    finally:
+        if broker_pid is not None:
+            os.kill(broker_pid, signal.SIGCONT)
+        await asyncio.to_thread(worker.stop)
+    return result
+
+
 # ---------------------------------------------------------------------------- the catalogue
 
 
@@ -1702,4 +1932,12 @@ DRILLS: tuple[Drill, ...] = (
     Drill(15, topic_deleted, dict(auto_create=True, lines_per_hour=20_000, replay_s=120.0)),
     Drill(15, topic_deleted, dict(auto_create=False, lines_per_hour=20_000, replay_s=120.0)),
     Drill(15, topic_deleted, dict(at_once=True, lines_per_hour=20_000, replay_s=120.0)),
+    Drill(16, sigkill_during_commit, dict(kills=10, hours=3, lines_per_hour=100_000)),
+    Drill(17, second_worker_same_node_id, dict(hours=3, lines_per_hour=40_000)),
+    Drill(
+        18,
+        broker_frozen_past_txn_timeout,
+        dict(txn_timeout_ms=60_000, frozen_s=90.0, lines_per_hour=150_000, recovery_bound_s=10.0),
+        stops_broker=True,
+    ),
 )

@@ -1,4 +1,5 @@
-"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14, 15, 15b, 15c) at CI scale, against the session's broker.
+"""The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14, 15, 15b, 15c) at CI scale, against the session's broker;
+drill 1 again and the transactions' drills (16, 17, 18) with ``DELIVERY=exactly_once``.
 
 The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all of them at full scale);
 each test runs one and asserts every check it made.
@@ -7,20 +8,24 @@ each test runs one and asserts every check it made.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
-from drill_kit import DrillContext
+from drill_kit import EXACTLY_ONCE, DrillContext
 from drills import (
     backup_target_unwritable,
     broker_absent_at_start,
     broker_down,
     broker_frozen,
+    broker_frozen_past_txn_timeout,
     deleted_before_published,
     hostile_lines,
     hostile_tree,
     local_state_lost,
     object_store_refusing,
+    second_worker_same_node_id,
+    sigkill_during_commit,
     sigkill_during_outage,
     sigkill_mid_tail,
     sigterm_while_backup_fails,
@@ -33,6 +38,12 @@ from drills import (
 @pytest.fixture
 def ctx(tmp_path, kafka_bootstrap, kafka_broker, unique_topic_prefix) -> DrillContext:
     return DrillContext(kafka_bootstrap, tmp_path, unique_topic_prefix, broker=kafka_broker)
+
+
+@pytest.fixture
+def eos(ctx) -> DrillContext:
+    """The drill's context with ``DELIVERY=exactly_once``: the verifier reads ``read_committed``."""
+    return replace(ctx, delivery=EXACTLY_ONCE)
 
 
 async def test_sigkill_three_times_mid_tail_loses_nothing_seals_once_and_duplicates_only_unpersisted_windows(ctx):
@@ -132,3 +143,37 @@ async def test_a_full_state_disk_is_counted_named_in_readiness_stops_the_tailers
 async def test_a_data_topic_deleted_in_flight_and_created_again_loses_nothing_and_repeats_nothing(ctx, auto_create, at_once):
     result = await topic_deleted(ctx, auto_create=auto_create, at_once=at_once)
     assert result.ok, result.describe()
+
+
+async def test_sigkills_mid_tail_in_exactly_once_lose_nothing_and_repeat_nothing_for_a_read_committed_reader(eos):
+    result = await sigkill_mid_tail(eos, kills=3)
+    assert result.ok, result.describe()
+    assert result.duplicates == 0, result.describe()
+
+
+async def test_sigkills_as_transactions_commit_lose_nothing_and_repeat_nothing_for_a_read_committed_reader(eos):
+    result = await sigkill_during_commit(eos, kills=3)
+    assert result.ok, result.describe()
+    assert result.duplicates == 0, result.describe()
+
+
+async def test_a_second_worker_with_the_same_node_id_fences_the_first_and_nothing_is_published_twice(eos):
+    result = await second_worker_same_node_id(eos)
+    assert result.ok, result.describe()
+    assert result.duplicates == 0, result.describe()
+
+
+async def test_a_broker_frozen_past_the_transaction_timeout_aborts_redoes_and_repeats_nothing(eos):
+    if eos.broker is None:
+        pytest.skip("HYPERDATA_TEST_BOOTSTRAP names an external broker this test may not freeze")
+    # The issue's 10 s from the thaw to committing again is checked at full scale (make drills'
+    # exactly_once run); here the drill reports the figure.
+    result = await broker_frozen_past_txn_timeout(eos, txn_timeout_ms=5000, frozen_s=12.0)
+    assert result.ok, result.describe()
+    assert result.duplicates == 0, result.describe()
+
+
+@pytest.mark.parametrize("drill", [sigkill_during_commit, second_worker_same_node_id, broker_frozen_past_txn_timeout])
+async def test_the_transactions_drills_are_skipped_not_failed_in_at_least_once(tmp_path, drill):
+    result = await drill(DrillContext("127.0.0.1:1", tmp_path, "unused."))
+    assert result.outcome.startswith("skipped: exactly_once only") and result.checks == []
