@@ -1764,7 +1764,10 @@ def _kill_as_a_commit_closes(worker, txn_max_s: float, rng: random.Random) -> st
 
 def _close_seconds(worker) -> tuple[float, float]:
     """(count, sum) of the worker's ``transaction_close_seconds`` so far."""
-    samples = {name: metric_value(worker, f"hyperdata_sidecar_transaction_close_seconds_{name}") for name in ("count", "sum")}
+    samples = {
+        "count": metric_value(worker, "hyperdata_sidecar_transaction_close_seconds_count"),
+        "sum": metric_value(worker, "hyperdata_sidecar_transaction_close_seconds_sum"),
+    }
     return samples["count"], samples["sum"]
 
 
