@@ -74,7 +74,7 @@ class ProgressTopic:
         holds it, and this one waits until that one stops. None otherwise."""
         app = getattr(self.topic, "app", None)
         consumer = getattr(app, "consumer", None)
-        if consumer is None:
+        if app is None or consumer is None:
             return None
         try:
             assigned = consumer.assignment()
