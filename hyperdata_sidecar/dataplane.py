@@ -405,9 +405,10 @@ class DataPlane:
             self.fatal = error
             self._on_error("fatal")
             self.log.error("producer_fatal", error=error.name(), detail=error.str())
-            if self.txn.enabled and error.name() == "_FENCED":
-                # The transactions decide at their next call: a transaction the broker aborted after
-                # TXN_TIMEOUT_MS (a new producer takes over), or a newer worker (this one stops).
+            if self.txn.enabled:
+                # The transactions decide at their next call: fenced by a newer worker (this one
+                # stops), or anything else, such as the broker's abort of a transaction open longer
+                # than TXN_TIMEOUT_MS (a new producer takes over and the reads are redone).
                 return
             self._on_fatal(error)
             return

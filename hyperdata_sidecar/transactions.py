@@ -315,15 +315,13 @@ class Transactions:
                 error = self.engine.txn_error(exc)
                 if error is None:
                     raise
-            if (
-                error.fatal
-                and self._renew is not None
-                and self._clock() - self.budget.opened_at > self.settings.txn_timeout_ms / 1000
-            ):
-                # Open longer than transaction.timeout.ms (the worker was frozen, or the commit could
-                # not reach the broker): the broker aborted it and bumped the producer's epoch, which
-                # librdkafka reports as fenced. A transaction younger than that can only be fenced
-                # by a newer producer of the id: that one is a zombie fence, this one is not.
+            old = self._clock() - self.budget.opened_at > self.settings.txn_timeout_ms / 1000
+            if error.fatal and self._renew is not None and (old or error.name != "_FENCED"):
+                # librdkafka: after a fatal error, make a new producer. A transaction open longer
+                # than transaction.timeout.ms (the worker frozen, the commit unable to reach the
+                # broker) was aborted by the broker, which bumped the producer's epoch: librdkafka
+                # reports that as _FENCED or INVALID_TXN_STATE. Only a younger transaction fenced
+                # (_FENCED) means a newer producer of the id: a zombie, which stops.
                 self._expired = error
                 self.waiting_for = None
                 return error
@@ -338,8 +336,9 @@ class Transactions:
             self.log.limited(logging.WARNING, "transaction_waiting", name, 60.0, call=name, error=error.name, detail=error.detail)
 
     async def _renewed(self) -> None:
-        """The broker aborted the transaction after ``TXN_TIMEOUT_MS`` and fenced this producer's
-        epoch: a new producer of the same id takes over (its ``init_transactions`` fences the old)."""
+        """The producer failed for good (the broker aborted the transaction after ``TXN_TIMEOUT_MS``
+        and fenced its epoch, or another fatal error): a new producer of the same id takes over
+        (its ``init_transactions`` fences the old one)."""
         assert self._renew is not None
         while True:
             try:
@@ -362,7 +361,8 @@ class Transactions:
                 await asyncio.sleep(1.0)
         self.log.warning(
             "producer_renewed",
-            reason=f"{self._expired.name if self._expired else ''}: the broker aborted a transaction open longer than TXN_TIMEOUT_MS",
+            error=self._expired.name if self._expired else "",
+            detail=self._expired.detail if self._expired else "",
         )
         self._expired = None
 

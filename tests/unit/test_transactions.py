@@ -273,3 +273,34 @@ async def test_init_failure_is_raised_for_the_connect_to_retry() -> None:
     with pytest.raises(Failure):
         await txn.start(producer, spin)  # type: ignore[arg-type]
     assert txn.phase is TxnPhase.OFF
+
+
+INVALID_STATE = TxnError("INVALID_TXN_STATE", "Failed to end transaction", fatal=True, retriable=False, requires_abort=False)
+
+
+@pytest.mark.parametrize(
+    ("error", "age_s"),
+    [(INVALID_STATE, 0.0), (FENCED, 61.0)],
+    ids=["another fatal error", "fenced after the transaction timeout"],
+)
+async def test_a_fatal_error_that_is_not_a_newer_worker_gets_a_new_producer_and_the_reads_redone(
+    error: TxnError, age_s: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    txn, clock, aborts, fenced = make()
+    old, new = Producer(), Producer()
+
+    async def renew() -> Producer:
+        new.calls.append("init")
+        return new
+
+    await txn.start(old, spin, renew)  # type: ignore[arg-type]
+    old.fail["commit"] = [error]
+    await txn.admit(1)
+    clock.now += age_s
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        await txn.close()
+    assert old.calls == ["init", "begin", "commit"]  # the dead producer is not asked to abort
+    assert txn.phase is TxnPhase.ABORTED and aborts and not fenced
+    assert [r.fields["error"] for r in caplog.records if r.getMessage() == "producer_renewed"] == [error.name]  # type: ignore[attr-defined]
+    txn.resume()
+    assert new.calls == ["init", "begin"] and txn.phase is TxnPhase.OPEN
