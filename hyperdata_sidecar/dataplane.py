@@ -356,14 +356,7 @@ class DataPlane:
             else:
                 done.set_exception(KafkaException(error))
 
-        producer = self._connected_producer()
-        while True:
-            number = await self.txn.admit(len(value))
-            try:
-                producer.produce(topic, value, key, partition, delivered, None, 0, headers)
-                break
-            except BufferError:
-                await asyncio.sleep(POLL_BUSY_S)
+        number = await self._produce(topic, key, value, partition, headers, lambda _number: delivered)
         await done
         await self.txn.committed_through(number)
 
@@ -375,26 +368,46 @@ class DataPlane:
         """exactly_once: write one record of an internal topic (one partition: progress, rotations,
         snapshot events) into the open transaction, without waiting for it: its transaction commits
         it with the records it covers, or a failure aborts both."""
-        producer = self._connected_producer()
 
-        def delivered(error: KafkaError | None, _message: Any) -> None:
-            if error is not None:
-                self.txn.record_failed(f"{topic}: {error.name()} ({error.str()})")
+        def delivered_in(number: int) -> Callable[[KafkaError | None, Any], None]:
+            def delivered(error: KafkaError | None, _message: Any) -> None:
+                if error is not None:
+                    self.txn.record_failed(f"{topic}: {error.name()} ({error.str()})", number)
 
+            return delivered
+
+        try:
+            await self._produce(topic, key, value, 0, None, delivered_in)
+        except Exception as exc:
+            error = self.engine.txn_error(exc)
+            if error is None:
+                raise
+            # Refused: the transaction cannot commit without it (a progress record covers the lines
+            # before it), and a transaction in error refuses every record: abort and redo.
+            self.txn.record_failed(f"{topic}: {error.name} ({error.detail})")
+            raise TransactionAborted(self.txn.abort_reason or error.name) from exc
+
+    async def _produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        partition: int,
+        headers: list[tuple[str, bytes]] | None,
+        delivered_in: Callable[[int], Callable[[KafkaError | None, Any], None]],
+    ) -> int:
+        """Hand one record to the producer once the transactions admit it (exactly_once: into the
+        open transaction, whose number is returned; 0 otherwise), waiting while the producer's queue
+        is full; ``delivered_in(number)`` is its report's callback. The producer is taken after the
+        admission, which an aborted transaction's renewed producer may have replaced. Raises what
+        the producer raises for a record it refuses."""
         while True:
-            await self.txn.admit(len(value))
+            number = await self.txn.admit(len(value))
             try:
-                producer.produce(topic, value, key, 0, delivered, None, 0, None)
-                return
+                self._connected_producer().produce(topic, value, key, partition, delivered_in(number), None, 0, headers)
+                return number
             except BufferError:
                 await asyncio.sleep(POLL_BUSY_S)
-            except Exception as exc:
-                error = self.engine.txn_error(exc)
-                if error is None:
-                    raise
-                # The transaction is in error (a record failed, the broker aborted it): abort and redo.
-                self.txn.record_failed(f"{topic}: {error.name} ({error.detail})")
-                raise TransactionAborted(self.txn.abort_reason or error.name) from exc
 
     # ------------------------------------------------------------------ client events
 

@@ -70,6 +70,11 @@ class Readiness:
         """Write the readiness gauge (on every lifecycle move, and every second)."""
         self._metrics.set_ready(not self.not_ready_reasons())
 
+    def drop_holds(self) -> None:
+        """exactly_once: the tables are built again after an aborted transaction, and the holds of
+        the old tailers end with them (a new tailer holds again if its topic still refuses)."""
+        self.holds.clear()
+
     def hold(self, table: str, reason: str | None) -> None:
         """``table`` cannot publish (``reason``) and keeps its position; None once it can again."""
         if reason is None:

@@ -95,6 +95,7 @@ class TableSync:
                 # The tables' ticks end at their next write (TransactionAborted); then nothing of the
                 # old tailers runs, and a new transaction may begin.
                 await self.node_tables.ticks_finished(math.inf)
+                self.readiness.drop_holds()
                 self.txn.resume()
             await self._barrier()
             stored: dict[str, dict[str, FileCursor]] = {spec.dir_name: {} for spec in TABLES}
@@ -104,6 +105,9 @@ class TableSync:
             await self.rotations.hand_over((c for files in stored.values() for c in files.values()), Occasion.START)
             await self.announcements.resend_unbacked()
             self.watcher.start(set(self.tables.snapshots.keys()))
+            # A transaction aborted while the tables were being built (a record of it failed) found
+            # them syncing, so nothing moved: raise, and the next poll builds them again.
+            self.txn.check()
             self.readiness.move_to(Phase.RUNNING)
             self.log.info(
                 "reads_redone" if redo else "startup",

@@ -197,11 +197,17 @@ class Transactions:
         if self.enabled:
             self._wake()
 
-    def record_failed(self, reason: str) -> None:
-        """A record of the transaction was not delivered: it cannot commit; abort it and redo."""
-        if self.enabled and self.abort_reason is None:
-            self.abort_reason = reason
-            self._wake()
+    def record_failed(self, reason: str, number: int | None = None) -> None:
+        """A record of transaction ``number`` (None: the open one) was not delivered: it cannot
+        commit; abort it and redo. The report of a record of an earlier transaction changes nothing:
+        that one was aborted already (its records purged by the abort, their reports served later,
+        possibly once the next transaction has begun)."""
+        if not self.enabled or self.abort_reason is not None:
+            return
+        if number is not None and number != self.number:
+            return
+        self.abort_reason = reason
+        self._wake()
 
     async def committed_through(self, number: int) -> None:
         """Return once transaction ``number`` committed; raise :class:`TransactionAborted` if it did not."""
@@ -211,9 +217,13 @@ class Transactions:
             self.check()
             await self._wait()
 
-    async def _wait(self) -> None:
+    async def _wait(self, timeout: float = LOOK_EVERY_S) -> None:
+        """Until the next wake, or ``timeout`` at most: every waiter checks its condition again then
+        too, so a wake that never came (a report served on another thread) costs a moment, not the
+        worker."""
         self._changed.clear()
-        await self._changed.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
 
     def _wake(self) -> None:
         self._changed.set()
@@ -234,9 +244,7 @@ class Transactions:
             if self.phase is TxnPhase.OPEN and (self.abort_reason is not None or self.budget.due(self._clock())):
                 await self.close()
                 continue
-            wait = self.budget.wait_s(self._clock()) if self.budget.writes else LOOK_EVERY_S
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wait(), timeout=max(LOOK_EVERY_S, wait))
+            await self._wait(max(LOOK_EVERY_S, self.budget.wait_s(self._clock())) if self.budget.writes else LOOK_EVERY_S)
 
     async def finish(self) -> None:
         """At stop, once the ticks have ended: commit what the open transaction holds."""

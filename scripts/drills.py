@@ -103,7 +103,7 @@ async def run_all(
 
 async def run_one(drill: Drill, ctx: DrillContext, *, full: bool) -> DrillResult:
     try:
-        return await drill.run(ctx, **(drill.full if full else {}))
+        return await drill.run(ctx, **(drill.full if full else drill.small))
     except BaseException as exc:  # pytest.fail's exception is a BaseException too; one drill must not end the run
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise

@@ -305,32 +305,49 @@ async def broker_down(
 
 
 async def sigkill_during_outage(
-    ctx: DrillContext, *, outage_s: float = 15.0, hours: int = 2, lines_per_hour: int = 40_000, budget: int = 256 * 1024
+    ctx: DrillContext,
+    *,
+    outage_s: float = 15.0,
+    kills: int = 1,
+    hours: int = 2,
+    lines_per_hour: int = 40_000,
+    budget: int = 256 * 1024,
 ) -> DrillResult:
     """SIGKILL the worker while the broker is down (records are queued in librdkafka, unpersisted);
-    then the broker and a new worker come back. At most the unpersisted window is published again,
+    then the broker and a new worker come back. ``kills`` times, spread over the catch-up: each
+    worker publishes a share of the backlog before its outage begins. At most the unpersisted
+    window is published again per kill (none for a ``read_committed`` reader in ``exactly_once``),
     and the first copies stay in file order in every partition."""
     if ctx.broker is None:
         raise DrillError("sigkill_during_outage needs a broker it may stop")
-    result = DrillResult(2, f"SIGKILL during a {outage_s:.0f}s broker outage", variant="c")
     summary = corpus(ctx.root / "backlog", hours=hours, lines_per_hour=lines_per_hour)
+    if kills == 1:
+        result = DrillResult(2, f"SIGKILL during a {outage_s:.0f}s broker outage", variant="c")
+    else:
+        title = f"{kills} SIGKILLs, each {outage_s:.0f}s into a broker outage, in a {summary.lines:,}-line catch-up"
+        result = DrillResult(2, title, variant="d")
     sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget))
     shutil.copytree(summary.root, sidecar.watch, dirs_exist_ok=True)
     worker = sidecar.start()
     try:
-        await wait_for(worker, lambda: sidecar.events("startup"), "startup")
-        published = lambda: sum(metric_value(worker, "hyperdata_sidecar_lines_published_total", table=t) for t in (BOOK, ORDERS))  # noqa: E731
-        await wait_for(worker, lambda: published() > summary.lines / 10, "a tenth of the backlog to be published")
-        await asyncio.to_thread(ctx.broker.stop)
-        await asyncio.sleep(outage_s)
-        kill(worker)
-        await asyncio.to_thread(ctx.broker.start)
-        back_at = time.monotonic()
-        worker = sidecar.start()
-        await wait_for(worker, lambda: len(sidecar.events("startup")) >= 2, "the restarted worker's startup")
+        for number in range(1, kills + 1):
+            await wait_for(worker, lambda n=number: len(sidecar.events("startup")) >= n, f"startup {number}")
+            share = summary.lines / (10 if kills == 1 else kills + 2)
+            await wait_for(
+                worker,
+                lambda w=worker, s=share: _data_lines_published(w) > s,
+                f"{share:,.0f} lines to be published before outage {number}",
+            )
+            await asyncio.to_thread(ctx.broker.stop)
+            await asyncio.sleep(outage_s)
+            kill(worker)
+            await asyncio.to_thread(ctx.broker.start)
+            back_at = time.monotonic()
+            worker = sidecar.start()
+        await wait_for(worker, lambda: len(sidecar.events("startup")) > kills, "the last restarted worker's startup")
         await wait_for(worker, lambda: caught_up(worker, sidecar.watch), "catch-up with the whole backlog")
         result.recovery_s = time.monotonic() - back_at
-        bound = crash_bound(ctx, budget)
+        bound = crash_bound(ctx, budget, kills)
         result.verified(await sidecar.verify(backup_dir=sidecar.backups, allowed_duplicates=bound), allowed_duplicates=bound)
         await stop(worker, result)
     finally:
@@ -1905,12 +1922,14 @@ async def broker_frozen_past_txn_timeout(
 
 @dataclass(frozen=True)
 class Drill:
-    """One drill as ``scripts/drills.py`` runs it: its function and full-scale arguments."""
+    """One drill as ``scripts/drills.py`` runs it: its function, its full-scale arguments and the
+    arguments that make it this drill at the CI scale too (the function's defaults otherwise)."""
 
     number: int
     run: Callable[..., Awaitable[DrillResult]]
     full: dict[str, Any] = field(default_factory=dict)
     stops_broker: bool = False
+    small: dict[str, Any] = field(default_factory=dict)
 
 
 DRILLS: tuple[Drill, ...] = (
@@ -1918,6 +1937,13 @@ DRILLS: tuple[Drill, ...] = (
     Drill(2, broker_down, dict(outage_s=90.0), stops_broker=True),
     Drill(2, broker_down, dict(outage_s=90.0, during="catch-up", lines_per_hour=150_000), stops_broker=True),
     Drill(2, sigkill_during_outage, dict(outage_s=30.0, lines_per_hour=150_000), stops_broker=True),
+    Drill(
+        2,
+        sigkill_during_outage,
+        dict(outage_s=10.0, kills=3, lines_per_hour=225_000),
+        stops_broker=True,
+        small=dict(outage_s=5.0, kills=3, lines_per_hour=20_000),
+    ),
     Drill(3, broker_absent_at_start, dict(absent_s=30.0), stops_broker=True),
     Drill(4, local_state_lost, dict(hours=3, lines_per_hour=100_000)),
     Drill(5, changelog_lost, dict(hours=2, lines_per_hour=20_000)),

@@ -1,5 +1,6 @@
 """The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14, 15, 15b, 15c) at CI scale, against the session's broker;
-drill 1 again and the transactions' drills (16, 17, 18) with ``DELIVERY=exactly_once``.
+drill 1 again, 2d (three SIGKILLs during outages) and the transactions' drills (16, 17, 18) with
+``DELIVERY=exactly_once``.
 
 The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all of them at full scale);
 each test runs one and asserts every check it made.
@@ -67,6 +68,14 @@ async def test_a_sigkill_during_a_broker_outage_repeats_at_most_the_unpersisted_
         pytest.skip("HYPERDATA_TEST_BOOTSTRAP names an external broker this test may not stop")
     result = await sigkill_during_outage(ctx, outage_s=8.0, lines_per_hour=20_000)
     assert result.ok, result.describe()
+
+
+async def test_sigkills_during_broker_outages_in_exactly_once_repeat_nothing_for_a_read_committed_reader(eos):
+    """The issue's scenario at CI scale (drill 2d): three SIGKILLs, each into a broker outage, in one catch-up."""
+    if eos.broker is None:
+        pytest.skip("HYPERDATA_TEST_BOOTSTRAP names an external broker this test may not stop")
+    result = await sigkill_during_outage(eos, outage_s=5.0, kills=3, lines_per_hour=20_000)
+    assert result.ok and result.duplicates == 0, result.describe()
 
 
 async def test_a_frozen_broker_loses_nothing_repeats_nothing_and_costs_the_worker_almost_no_cpu(ctx):

@@ -15,6 +15,7 @@ import pytest
 
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.lifecycle import Phase
+from hyperdata_sidecar.core.txn import TxnPhase
 from hyperdata_sidecar.engines.python import PythonEngine
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
@@ -22,10 +23,12 @@ from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.shutdown import Shutdown
 from hyperdata_sidecar.state_writer import StateTables
 from hyperdata_sidecar.table_sync import TableSync
+from hyperdata_sidecar.transactions import TransactionAborted, Transactions
 
 from fake_broker import transactions
 from test_readiness import make_readiness
 from test_rotations import DONE, FILLS, PARKED, TAILING, UNSEALED, TopicRecorder, finalized, rotations_with
+from test_transactions import make, started
 
 LOGGER = "tests.table_sync"
 
@@ -61,6 +64,9 @@ class NodeTables:
     def startup_summary(self) -> dict[str, Any]:
         return {"files_discovered": {}, "backlog": {}}
 
+    async def ticks_finished(self, _timeout: float) -> None:
+        return None
+
 
 @dataclass
 class Announcements:
@@ -90,7 +96,7 @@ class Parts:
     metrics: SidecarMetrics
 
 
-def parts(tmp_path: Path, refusals: int = 0, stopping: list[bool] | None = None) -> Parts:
+def parts(tmp_path: Path, refusals: int = 0, stopping: list[bool] | None = None, txn: Transactions | None = None) -> Parts:
     topic = TopicRecorder(refusals)
     rotations = rotations_with(topic)
     offsets = {c.path: c.to_record() for c in (finalized(UNSEALED), finalized(DONE), finalized(PARKED))}
@@ -110,7 +116,7 @@ def parts(tmp_path: Path, refusals: int = 0, stopping: list[bool] | None = None)
         watcher=watcher,  # type: ignore[arg-type]
         readiness=readiness,
         engine=PythonEngine("test"),
-        txn=transactions(),
+        txn=txn or transactions(),
         shutdown=Shutdown(lambda: flags[0]),
         metrics=metrics,
         log=EventLog(logging.getLogger(LOGGER)),
@@ -162,6 +168,46 @@ async def test_the_start_is_made_once_whichever_table_polls_first(tmp_path):
     await asyncio.gather(p.sync.at_start(), p.sync.at_start(), p.sync.at_start())
     await p.sync.at_start()
     assert p.progress.barriers == 1 and p.announcements.resent == 1
+
+
+async def test_a_transaction_aborted_while_the_reads_are_redone_is_redone_again_not_lost(tmp_path, caplog):
+    """exactly_once: the abort that sends the tables back to syncing may come while they are being
+    built again (a record of the new transaction failed); then the build raises and the next poll
+    builds them again, instead of running with the transaction aborted. The old tailers' holds end
+    with them: a hold left by a tick the abort ended kept the worker not ready for good (the frozen
+    worker's stall, reliability.md). The purged records of the aborted transaction report their
+    failure late, possibly after the next one began: those change nothing."""
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    txn, _clock, _aborts, _fenced = make()
+    p = syncing(parts(tmp_path, txn=txn))
+    txn._on_abort = lambda _reason: p.readiness.redo_reads()
+    producer = await started(txn)
+    p.progress.release.set()
+    await p.sync.at_start()
+
+    held = f"{FILLS}: cannot publish, keeping its position: fills: _STATE"
+    p.readiness.hold(FILLS, held)  # the old tailer's hold, which its tick left when the abort ended it
+    txn.record_failed("a record was not delivered")
+    await txn.close()
+    assert txn.phase is TxnPhase.ABORTED and p.readiness.lifecycle.phase is Phase.SYNCING
+    p.progress.release.clear()
+    rebuilding = asyncio.ensure_future(p.sync.at_start())
+    await asyncio.sleep(0.01)
+    assert txn.phase is TxnPhase.OPEN and txn.number == 2  # the build waits for its barrier
+    txn.record_failed("a purged record of transaction 1", 1)
+    assert txn.abort_reason is None
+    txn.record_failed("a progress record of transaction 2 was not delivered", 2)
+    await txn.close()
+    assert txn.phase is TxnPhase.ABORTED and p.readiness.lifecycle.phase is Phase.SYNCING
+    p.progress.release.set()
+    with pytest.raises(TransactionAborted):
+        await rebuilding
+    assert p.readiness.lifecycle.phase is Phase.SYNCING and producer.calls.count("abort") == 2
+
+    await p.sync.at_start()
+    assert txn.phase is TxnPhase.OPEN and txn.number == 3 and p.readiness.lifecycle.running
+    assert p.readiness.not_ready_reasons() == []  # the stale hold went with the old tailers
+    assert [r.getMessage() for r in caplog.records].count("reads_redone") == 1
 
 
 async def rebalance(p: Parts) -> None:
