@@ -2,12 +2,14 @@
 
     python -m bench                      # the default scenarios, default sizes (what `make bench` runs)
     python -m bench --scenarios catchup,reference --backlog-mb 4096
-    python -m bench --engines python --bootstrap 127.0.0.1:9092 --no-doc
+    python -m bench --engines python --deliveries at_least_once --bootstrap 127.0.0.1:9092 --no-doc
     python -m bench --scenarios compression --compression-mb 256
     python -m bench --scenarios backup --backup-mb 4096
 
 Without ``--bootstrap`` the run starts its own broker under ``var/bench/`` and removes it after.
-The ``catchup`` and ``live`` scenarios run once per line engine of ``--engines``.
+The ``catchup`` and ``live`` scenarios run once per line engine of ``--engines`` and delivery mode of
+``--deliveries`` (both by default), the two modes of an engine back to back
+(:func:`bench.deliveries.run_order`); the other scenarios run once, in the first mode.
 Exits 1 when a scenario could not complete (missed targets do not change the exit code), 2 when the
 options ask for what cannot run (an engine that is not installed).
 """
@@ -24,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import backup, catchup, compression, engines, live, reference, report, seal, stages
+from bench import backup, catchup, compression, deliveries, engines, live, reference, report, seal, stages
 from bench.broker import broker
 from bench.context import RunContext, ScenarioResult
 from bench.worker import REPO
@@ -53,6 +55,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--engines",
         help="line engines the catchup and live scenarios run, in this order (default: native,python; "
         "the native one is skipped, with a note, when it is not installed)",
+    )
+    parser.add_argument(
+        "--deliveries",
+        help="delivery modes (DELIVERY) the catchup and live scenarios run for each engine, the other scenarios "
+        f"in the first one (default: {','.join(deliveries.DELIVERIES)})",
     )
     parser.add_argument("--backlog-mb", type=float, default=1024, help="catch-up backlog size across the three tables (1024)")
     parser.add_argument("--backlog-hours", type=int, default=2, help="hour files per table in the backlog (2)")
@@ -109,6 +116,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--backup-set takes NAME=VALUE")
     if "SIDECAR_ENGINE" in args.worker_settings:
         parser.error("--set SIDECAR_ENGINE: the harness sets it per worker; choose the engines with --engines")
+    if "DELIVERY" in args.worker_settings:
+        parser.error("--set DELIVERY: the harness sets it per worker; choose the modes with --deliveries")
+    try:
+        args.deliveries = deliveries.choose(args.deliveries)
+    except deliveries.DeliveryChoiceError as refusal:
+        parser.error(str(refusal))
     args.scenarios = [name.strip() for name in args.scenarios.split(",") if name.strip()]
     unknown = [name for name in args.scenarios if name not in SCENARIOS]
     if unknown:
@@ -137,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "kcat_version": reference.kcat_version(),
         "engines": args.engines,
         "engines_note": args.engines_note,
+        "deliveries": args.deliveries,
     }
     json_path = (args.out_dir / f"{run_id}-{git['commit']}.json").resolve()
     run["json"] = str(json_path.relative_to(REPO)) if json_path.is_relative_to(REPO) else str(json_path)
@@ -145,48 +159,41 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with broker(args.out_dir / f"kafka-{run_id}", args.bootstrap) as kafka:
             run.update(bootstrap=kafka.bootstrap, broker_local=kafka.pid is not None, kafka_version=kafka.version)
-            ctx = RunContext(kafka, work, run_id, args, results, engines=args.engines)
-            for name, engine in _runs(args):
-                key = engines.result_key(name, engine)
-                print(f"== {key}", flush=True)
-                results[key] = _run_scenario(ctx, name, engine)
-                print(report.console_table([results[key]]), flush=True)
+            ctx = RunContext(kafka, work, run_id, args, results, engines=args.engines, deliveries=args.deliveries)
+            for planned in deliveries.run_order(args.scenarios, args.engines, args.deliveries):
+                print(f"== {planned.key}", flush=True)
+                results[planned.key] = _run_scenario(ctx, planned)
+                print(report.console_table([results[planned.key]]), flush=True)
     finally:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
     run["total_s"] = round(time.time() - began, 1)
     report.write_json(json_path, run, results)
     print(f"\n== all figures ({run['total_s'] / 60:.1f} min; {run['json']})\n{report.console_table([*results.values()])}")
-    side_by_side = engines.of_run(results, args.engines) if _runs_per_engine(args) else None
+    per_engine = any(name in engines.PER_ENGINE_SCENARIOS for name in args.scenarios)
+    side_by_side = engines.of_run(results, args.engines, args.deliveries) if per_engine else None
+    modes = deliveries.side_by_side(results, args.engines, args.deliveries) if per_engine else []
     if side_by_side is not None:
         print(f"\n== the line engines side by side\n{report.engines_console(side_by_side)}")
+    if modes:
+        print(f"\n== the delivery modes side by side ({deliveries.CELL_FORM})\n{report.modes_console(modes)}")
     if args.engines_note:
         print(f"\nnote: {args.engines_note}")
     if not args.no_doc:
         with open(args.doc, "a") as doc:
-            doc.write("\n" + report.markdown(run, [*results.values()], side_by_side))
+            doc.write("\n" + report.markdown(run, [*results.values()], side_by_side, modes))
         print(f"appended to {args.doc}")
     return 1 if any(r.error for r in results.values()) else 0
 
 
-def _runs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    """(scenario, engine) in the order they run: a per-engine scenario once per engine, the others once."""
-    return [
-        (name, engine) for name in args.scenarios for engine in (args.engines if name in engines.PER_ENGINE_SCENARIOS else [None])
-    ]
-
-
-def _runs_per_engine(args: argparse.Namespace) -> bool:
-    return any(name in engines.PER_ENGINE_SCENARIOS for name in args.scenarios)
-
-
-def _run_scenario(ctx: RunContext, name: str, engine: str | None) -> ScenarioResult:
+def _run_scenario(ctx: RunContext, planned: deliveries.PlannedRun) -> ScenarioResult:
     began = time.monotonic()
+    scenario = SCENARIOS[planned.scenario]
     try:
-        result = SCENARIOS[name](ctx) if engine is None else SCENARIOS[name](ctx, engine)
+        result = scenario(ctx) if planned.engine is None else scenario(ctx, planned.engine, planned.delivery)
     except Exception as exc:  # noqa: BLE001 - one broken scenario must not lose the others' figures
         traceback.print_exc()
-        result = ScenarioResult(engines.result_key(name, engine), error=f"{type(exc).__name__}: {exc}")
+        result = ScenarioResult(planned.key, error=f"{type(exc).__name__}: {exc}")
     result.details["scenario_s"] = round(time.monotonic() - began, 1)
     return result
 
@@ -198,6 +205,8 @@ def _effective(args: argparse.Namespace) -> list[str]:
         ",".join(args.scenarios),
         "--engines",
         ",".join(args.engines),
+        "--deliveries",
+        ",".join(args.deliveries),
         "--backlog-mb",
         f"{args.backlog_mb:g}",
         "--backlog-hours",

@@ -10,9 +10,9 @@ the live tail.
    Without ``--backup-set``, the same file is then uploaded through ``BACKUP_SINK=object_store``
    to a moto S3 server on this machine, measured the same way.
 2. **The live tail while a backup runs.** The ``live`` scenario (:mod:`bench.live`) twice, back to
-   back on the same corpus, for the first engine of the run: without a backup (``BACKUP_SINK=none``),
-   then with the worker's own sink set as in 1, so the node snapshot that lands halfway is backed
-   up by the worker while the tap appends. Append→receive p99 and the worker's CPU of both runs, and
+   back on the same corpus, for the first engine and delivery mode of the run: without a backup
+   (``BACKUP_SINK=none``), then with the worker's own sink set as in 1, so the node snapshot that
+   lands halfway is backed up by the worker while the tap appends. Append→receive p99 and the worker's CPU of both runs, and
    how much of the snapshot's backup fell within the tap.
 """
 
@@ -59,9 +59,9 @@ def run(ctx: RunContext) -> ScenarioResult:
             report_copy(result, uploaded, size)
     finally:
         source.unlink()
-    engine = ctx.engines[0]
-    without = live.run(ctx, engine, "no-backup", {"BACKUP_SINK": "none"})
-    with_backup = live.run(ctx, engine, "backup", sink_settings)
+    engine, delivery = ctx.engines[0], ctx.deliveries[0]
+    without = live.run(ctx, engine, delivery, "no-backup", {"BACKUP_SINK": "none"})
+    with_backup = live.run(ctx, engine, delivery, "backup", sink_settings)
     result.details["live"] = {"without": without.details, "with": with_backup.details}
     report_live(result, without.details, with_backup.details)
     return result

@@ -1,10 +1,12 @@
 """Catch-up throughput: a pre-written backlog, the worker started from empty state, timed until done,
-once per line engine (the worker gets ``SIDECAR_ENGINE=<engine>``; every engine reads the same backlog).
+once per line engine and delivery mode (the worker gets ``SIDECAR_ENGINE=<engine>`` and
+``DELIVERY=<mode>``; every run reads the same backlog).
 
 The clock starts at the worker's ``startup`` event (its state is synced, its tailers exist) and stops
 when ``/sidecar/files/`` shows every backlog file with its acked offset at its size. The newest file
 of each table is never finalized, so offsets, not seals, say "done". ``lines_published_total`` and
-the topics' end offsets are checked against the corpus afterwards.
+the records on the topics (with exactly_once, those a ``read_committed`` reader gets: commit markers
+take offsets) are checked against the corpus afterwards.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from bench import kafka, targets
 from bench.context import RunContext, ScenarioResult
 from bench.corpus import link_corpus, write_backlog
+from bench.deliveries import directory_word
 from bench.procstat import CpuWindow, memory_kib
 from bench.worker import BenchError, SidecarWorker, epoch_of, settings_summary
 from hyperdata_sidecar.core.tables import TABLES
@@ -26,18 +29,23 @@ PROGRESS_EVERY_S = 10.0
 SLOWEST_CREDIBLE_LINES_PER_S = 5_000  # below this the run is broken, not slow: give up
 
 
-def run(ctx: RunContext, engine: str) -> ScenarioResult:
-    result = ScenarioResult(f"catch-up ({engine})")
+def run(ctx: RunContext, engine: str, delivery: str) -> ScenarioResult:
+    result = ScenarioResult(f"catch-up ({engine}, {delivery})")
     options = ctx.options
+    name = f"catchup-{engine}-{directory_word(delivery)}"
     worker = SidecarWorker(
-        ctx.scenario_dir(f"catchup-{engine}"),
+        ctx.scenario_dir(name),
         ctx.broker.bootstrap,
-        ctx.topic_prefix(f"catchup-{engine}"),
-        **{**options.worker_settings, "SIDECAR_ENGINE": engine},
+        ctx.topic_prefix(name),
+        **{**ctx.worker_settings(delivery), "SIDECAR_ENGINE": engine},
     )
     backlog = backlog_in(ctx, worker)
     # A profiled worker runs slower: its figures are marked, and only its profile is worth reading.
-    profile = options.profile.with_name(f"{options.profile.stem}-{engine}{options.profile.suffix}") if options.profile else None
+    profile = (
+        options.profile.with_name(f"{options.profile.stem}-{engine}-{delivery}{options.profile.suffix}")
+        if options.profile
+        else None
+    )
     worker.start(wrapper=(sys.executable, "-m", "cProfile", "-o", str(profile)) if profile else ())
     try:
         measured = measure(worker, backlog.files, ctx)
@@ -45,10 +53,7 @@ def run(ctx: RunContext, engine: str) -> ScenarioResult:
     finally:
         worker.stop()
     topics = {spec.dir_name: worker.topic(spec.topic_env) for spec in TABLES}
-    if worker.settings.get("DELIVERY") == "exactly_once":
-        topic_messages = kafka.committed_records(ctx.broker.bootstrap, topics)
-    else:
-        topic_messages = kafka.message_counts(ctx.broker.bootstrap, topics)
+    topic_messages = kafka.records_on(ctx.broker.bootstrap, topics, delivery)
     per_table = lines_by_table(backlog.files)
     result.details = {
         "backlog": {

@@ -1,8 +1,9 @@
 """Compression codecs and levels on the native engine: the same backlog caught up once per setting.
 
 One worker per setting (``SIDECAR_ENGINE=native``, ``PRODUCER_COMPRESSION`` and
-``PRODUCER_COMPRESSION_LEVEL`` on top of the run's ``--set``), each on fresh topics, each reading the
-same ``--compression-mb`` backlog (hard links, written once). Per setting: the worker's CPU per line
+``PRODUCER_COMPRESSION_LEVEL`` on top of the run's ``--set``, in the run's first delivery mode), each
+on fresh topics, each reading the same ``--compression-mb`` backlog (hard links, written once). Per
+setting: the worker's CPU per line
 over the catch-up (all its threads: librdkafka compresses in its own), the bytes the broker stored
 for the data topics (the ``.log`` segments of their partitions under the run's broker's
 ``log.dirs``: the topics keep what the producer sent, ``compression.type=producer``, so this is what
@@ -96,7 +97,7 @@ def _backlog(ctx: RunContext) -> CorpusSummary:
 
 def _catch_up(ctx: RunContext, codec: Codec, backlog: CorpusSummary, log_dir: Path) -> dict[str, Any]:
     settings = {
-        **ctx.options.worker_settings,
+        **ctx.worker_settings(),
         "SIDECAR_ENGINE": "native",
         "PRODUCER_COMPRESSION": codec.name,
         "PRODUCER_COMPRESSION_LEVEL": str(codec.level),
@@ -114,7 +115,7 @@ def _catch_up(ctx: RunContext, codec: Codec, backlog: CorpusSummary, log_dir: Pa
     finally:
         worker.stop()
     topics = {spec.dir_name: worker.topic(spec.topic_env) for spec in TABLES}
-    counts = kafka.message_counts(ctx.broker.bootstrap, topics)
+    counts = kafka.records_on(ctx.broker.bootstrap, topics, settings["DELIVERY"])
     stored = log_bytes(log_dir, topics.values())
     if stored == 0:
         raise BenchError(f"{codec.label}: no log segments of the data topics under {log_dir}")

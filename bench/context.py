@@ -48,6 +48,12 @@ class RunContext:
     backlog: CorpusSummary | None = None  # written by the first catch-up, read by every engine, pushed again by kcat
     live_corpus: CorpusSummary | None = None  # written by the first live scenario, replayed for every engine
     engines: list[str] = field(default_factory=list)  # the line engines the per-engine scenarios run, in order
+    deliveries: list[str] = field(default_factory=list)  # the delivery modes they run, the first for the others
+
+    def worker_settings(self, delivery: str | None = None) -> dict[str, str]:
+        """A worker's settings: ``--set``'s and ``DELIVERY=delivery``, by default the run's first mode
+        (a scenario that runs once runs in it)."""
+        return {**self.options.worker_settings, "DELIVERY": delivery or self.deliveries[0]}
 
     def topic_prefix(self, scenario: str) -> str:
         """A topic-name prefix no other run or scenario uses, so every scenario starts on empty topics."""

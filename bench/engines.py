@@ -1,10 +1,11 @@
 """Both line engines in one run: which engines a run measures, and the table that compares them.
 
 ``--engines native,python`` (the default) runs the ``catchup`` and ``live`` scenarios once per
-engine, in that order, against the same broker and corpus sizes, each worker started with
-``SIDECAR_ENGINE=<engine>``; the kcat ``reference`` runs once. Each engine's results are kept under
-``<scenario>/<engine>``, and :func:`comparison` puts the figures of the engines and kcat's side by
-side, each against its engine's targets (:data:`bench.targets.ENGINE_TARGETS`).
+engine (and per delivery mode, :mod:`bench.deliveries`), in that order, against the same broker and
+corpus sizes, each worker started with ``SIDECAR_ENGINE=<engine>``; the kcat ``reference`` runs
+once. Each run's results are kept under ``<scenario>/<engine>/<mode>``, and :func:`comparison` puts
+the figures of every engine and mode and kcat's side by side, each against its engine's targets
+(:data:`bench.targets.ENGINE_TARGETS`, the same in both modes).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ class EngineChoiceError(ValueError):
     """``--engines`` asks for something this run cannot do; ``str(err)`` is one line saying what."""
 
 
-def result_key(scenario: str, engine: str | None) -> str:
-    """Where a scenario's result is kept: ``catchup/native`` for a per-engine run, else its name."""
-    return scenario if engine is None else f"{scenario}/{engine}"
+def result_key(scenario: str, engine: str | None = None, delivery: str | None = None) -> str:
+    """Where a scenario's result is kept: ``catchup/native/exactly_once`` for a per-engine run, else
+    its name."""
+    return "/".join(part for part in (scenario, engine, delivery) if part is not None)
 
 
 def native_missing() -> str | None:
@@ -65,12 +67,15 @@ def choose(asked: str | None, missing: str | None) -> tuple[list[str], str | Non
 
 @dataclass(frozen=True)
 class EngineFigures:
-    """One engine's (or kcat's) figures in a run; None where its scenario did not run or complete."""
+    """One engine's figures in one delivery mode (or kcat's) in a run; None where its scenario did
+    not run or complete, or (the broker's) where the run did not start the broker."""
 
     lines_per_s: float | None = None
     cpu_us_per_line: float | None = None
     peak_rss_mb: float | None = None
+    broker_cpu_us_per_line: float | None = None
     live_cpu_pct: float | None = None
+    live_broker_cpu_pct: float | None = None
     live_p50_s: float | None = None
     live_p99_s: float | None = None
 
@@ -84,22 +89,27 @@ class Cell:
     met: bool | None = None
 
 
-def figures_of(results: Mapping[str, ScenarioResult], engine: str) -> EngineFigures:
-    """An engine's figures from its ``catchup`` and ``live`` results' details."""
-    catchup = _details(results, result_key("catchup", engine))
-    live = _details(results, result_key("live", engine))
-    figures: dict[str, float] = {}
+def figures_of(results: Mapping[str, ScenarioResult], engine: str, delivery: str) -> EngineFigures:
+    """An engine's figures in one delivery mode, from its ``catchup`` and ``live`` results' details."""
+    catchup = _details(results, result_key("catchup", engine, delivery))
+    live = _details(results, result_key("live", engine, delivery))
+    figures: dict[str, float | None] = {}
     if catchup is not None:
+        broker_cpu_s = catchup["cpu"]["cpu_s"].get("broker")
         figures.update(
             lines_per_s=catchup["lines_per_s"],
             # CPU seconds per million lines are CPU µs per line.
             cpu_us_per_line=catchup["cpu_s_per_million_lines"],
             peak_rss_mb=catchup["peak_rss_kib"] / 1024,
+            broker_cpu_us_per_line=None if broker_cpu_s is None else broker_cpu_s / catchup["backlog"]["lines"] * 1e6,
         )
     if live is not None:
         latency = live["latency"]["append_to_receive"]
         figures.update(
-            live_cpu_pct=live["cpu_pct_of_one_core"]["sidecar"], live_p50_s=latency["p50_s"], live_p99_s=latency["p99_s"]
+            live_cpu_pct=live["cpu_pct_of_one_core"]["sidecar"],
+            live_broker_cpu_pct=live["cpu_pct_of_one_core"].get("broker"),
+            live_p50_s=latency["p50_s"],
+            live_p99_s=latency["p99_s"],
         )
     return EngineFigures(**figures)
 
@@ -113,19 +123,20 @@ def kcat_figures(results: Mapping[str, ScenarioResult]) -> EngineFigures | None:
 
 @dataclass(frozen=True)
 class Comparison:
-    """The engines' figures side by side: ``columns`` names the engines then kcat, each row is a
-    figure and one cell per column."""
+    """The engines' figures side by side: ``columns`` names each engine and delivery mode
+    (``native, exactly_once``) then kcat, each row is a figure and one cell per column."""
 
     columns: list[str]
     rows: list[tuple[str, list[Cell]]]
 
 
-def comparison(engines: Mapping[str, EngineFigures], kcat: EngineFigures | None) -> Comparison:
-    """The figures of ``engines`` (in its order) and kcat's, each against its engine's targets."""
+def comparison(engines: Mapping[tuple[str, str], EngineFigures], kcat: EngineFigures | None) -> Comparison:
+    """The figures of each (engine, delivery mode) of ``engines`` (in its order) and kcat's, each
+    against its engine's targets."""
     rows: list[tuple[str, list[Cell]]] = []
 
     def row(figure: str, cell_of: Callable[[str, EngineFigures], Cell], kcat_cell: Cell) -> None:
-        rows.append((figure, [*(cell_of(name, f) for name, f in engines.items()), kcat_cell]))
+        rows.append((figure, [*(cell_of(engine, f) for (engine, _mode), f in engines.items()), kcat_cell]))
 
     kcat = kcat or EngineFigures()
     kcat_rate = kcat.lines_per_s
@@ -144,12 +155,13 @@ def comparison(engines: Mapping[str, EngineFigures], kcat: EngineFigures | None)
     row("live: CPU, % of one core", lambda n, f: _cell(f.live_cpu_pct, "{:.1f}%", _target(n).live_cpu_pct), Cell(""))
     row("live: append→receive p50", lambda _n, f: _cell(f.live_p50_s, "{:.3f} s", targets.LIVE_P50), Cell(""))
     row("live: append→receive p99", lambda n, f: _cell(f.live_p99_s, "{:.3f} s", _target(n).live_p99_s), Cell(""))
-    return Comparison([*engines, "kcat"], rows)
+    return Comparison([*(f"{engine}, {mode}" for engine, mode in engines), "kcat"], rows)
 
 
-def of_run(results: Mapping[str, ScenarioResult], engines: Sequence[str]) -> Comparison:
-    """The comparison of a run's results."""
-    return comparison({engine: figures_of(results, engine) for engine in engines}, kcat_figures(results))
+def of_run(results: Mapping[str, ScenarioResult], engines: Sequence[str], deliveries: Sequence[str]) -> Comparison:
+    """The comparison of a run's results, the modes of each engine next to each other."""
+    figures = {(engine, mode): figures_of(results, engine, mode) for engine in engines for mode in deliveries}
+    return comparison(figures, kcat_figures(results))
 
 
 def _target(engine: str) -> targets.EngineTargets:

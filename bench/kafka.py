@@ -56,6 +56,14 @@ def committed_records(bootstrap: str, topics: Mapping[str, str]) -> dict[str, in
     return counts
 
 
+def records_on(bootstrap: str, topics: Mapping[str, str], delivery: str) -> dict[str, int]:
+    """The records on each topic as its readers get them: :func:`message_counts`, or with
+    ``DELIVERY=exactly_once`` :func:`committed_records`."""
+    if delivery == "exactly_once":
+        return committed_records(bootstrap, topics)
+    return message_counts(bootstrap, topics)
+
+
 @dataclass(frozen=True)
 class Arrival:
     """One record of a watched topic and the wall-clock time (``time.time()``) it was received."""

@@ -4,8 +4,9 @@
                             --out FILE --logs DIR
 
 Reads each topic from its beginning with one ``kcat -C`` per topic (librdkafka costs a fifth of the
-CPU aiokafka's consumer needs per record, and the consumer shares the machine with what it measures)
-and prints ``ready <pid> ...`` (its kcat processes) once every kcat has reached the end of every
+CPU aiokafka's consumer needs per record, and the consumer shares the machine with what it measures),
+``read_committed`` (librdkafka's default, set all the same: a sidecar with ``DELIVERY=exactly_once``
+is measured as its consumers see it, a line arriving once its transaction is committed), and prints ``ready <pid> ...`` (its kcat processes) once every kcat has reached the end of every
 partition. It stops when each topic has delivered COUNT records or at the deadline, and writes the
 figures as JSON to FILE. For each record it takes ``now - local_time`` (the tap stamps
 ``local_time`` when it appends the line), and splits it at the record's CreateTime, which the
@@ -176,6 +177,8 @@ class TopicReader:
             str(count),
             "-X",
             "fetch.wait.max.ms=50",
+            "-X",
+            "isolation.level=read_committed",
             "-f",
             "%T %s\\n",
         ]

@@ -1,8 +1,10 @@
 """Live latency: the replay tap appends at the production rates while a consumer measures how long
-each line takes from the append to its arrival on the data topic, once per line engine (the worker
-gets ``SIDECAR_ENGINE=<engine>``; every engine's tap replays the same corpus). Halfway through, a node snapshot
-of ``--snapshot-mb`` lands (written as fast as the disk takes it), so the latency includes the
-sidecar hashing it and publishing its event.
+each line takes from the append to its arrival on the data topic, once per line engine and delivery
+mode (the worker gets ``SIDECAR_ENGINE=<engine>`` and ``DELIVERY=<mode>``; every run's tap replays
+the same corpus). The consumer reads ``read_committed``: with exactly_once a line arrives once its
+transaction is committed, as it would for any consumer that honours the transactions. Halfway
+through, a node snapshot of ``--snapshot-mb`` lands (written as fast as the disk takes it), so the
+latency includes the sidecar hashing it and publishing its event.
 
 Three processes besides the broker share the machine: the worker, the tap (:mod:`bench.tap`) and
 the consumer (:mod:`bench.latency`). Each one's CPU is measured over the tap's run, and the whole
@@ -27,6 +29,7 @@ from typing import Any
 from bench import targets
 from bench.context import RunContext, ScenarioResult
 from bench.corpus import START
+from bench.deliveries import directory_word
 from bench.procstat import CpuWindow, memory_kib
 from bench.worker import REPO, BenchError, SidecarWorker, epoch_of, settings_summary
 from hyperdata_sidecar.core.snapshots import SnapshotFile
@@ -65,17 +68,18 @@ def snapshot_height(corpus: CorpusSummary) -> int:
     )
 
 
-def run(ctx: RunContext, engine: str, variant: str = "", settings: Mapping[str, str] | None = None) -> ScenarioResult:
-    """One live run of ``engine``; a ``variant`` (a word that names its directory and topics too) runs
-    its worker with ``settings`` on top of the run's."""
-    label = f"{engine}, {variant}" if variant else engine
-    result = ScenarioResult(f"live ({label})")
+def run(
+    ctx: RunContext, engine: str, delivery: str, variant: str = "", settings: Mapping[str, str] | None = None
+) -> ScenarioResult:
+    """One live run of ``engine`` in ``delivery`` mode; a ``variant`` (a word that names its directory
+    and topics too) runs its worker with ``settings`` on top of the run's."""
+    result = ScenarioResult(f"live ({', '.join(filter(None, (engine, delivery, variant)))})")
     options = ctx.options
-    name = f"live-{engine}-{variant}" if variant else f"live-{engine}"
+    name = "-".join(filter(None, ("live", engine, directory_word(delivery), variant)))
     root = ctx.scenario_dir(name)
     lines = {table: int(rate * options.live_s) for table, rate in PRODUCTION_LINES_PER_S.items()}
     corpus = _tap_corpus(ctx, lines)
-    overrides = {**options.worker_settings, **(settings or {}), "SIDECAR_ENGINE": engine}
+    overrides = {**ctx.worker_settings(delivery), **(settings or {}), "SIDECAR_ENGINE": engine}
     worker = SidecarWorker(root, ctx.broker.bootstrap, ctx.topic_prefix(name), **overrides)
     landing = None
     if options.snapshot_mb > 0:
@@ -111,7 +115,7 @@ def run(ctx: RunContext, engine: str, variant: str = "", settings: Mapping[str, 
 
 
 def _tap_corpus(ctx: RunContext, lines: dict[str, int]) -> CorpusSummary:
-    """The lines the tap replays, written once per run (the first engine's live scenario)."""
+    """The lines the tap replays, written once per run (by its first live run)."""
     if ctx.live_corpus is None:
         print(f"  writing {ctx.options.live_s:.0f}s of production lines ({sum(lines.values()):,}) for the tap ...", flush=True)
         out = ctx.scenario_dir("live-corpus")

@@ -105,15 +105,16 @@ def run(ctx: RunContext) -> ScenarioResult:
         f"{cpu.machine_share():.0f}% of 200%, of which other processes {others:.0f}%, stolen by the hypervisor {cpu.steal_share():.0f}%",
     )
     result.row("every line on the topics", "yes" if counts == expected else f"NO: {counts} of {expected}")
-    result.details["catchup_ratio"] = {}
+    result.details["catchup_ratio"] = {}  # by "<engine>/<delivery mode>"
     for engine in ctx.engines:
-        catchup = ctx.results.get(result_key("catchup", engine))
-        if catchup is None or catchup.error:
-            continue
-        ratio = catchup.details["lines_per_s"] / lines_per_s
-        result.details["catchup_ratio"][engine] = round(ratio, 3)
-        goal = targets.ENGINE_TARGETS[engine].vs_kcat
-        result.row(f"catch-up ({engine}) / kcat", f"{ratio:.2f}", str(goal), goal.met(ratio))
+        for delivery in ctx.deliveries:
+            catchup = ctx.results.get(result_key("catchup", engine, delivery))
+            if catchup is None or catchup.error:
+                continue
+            ratio = catchup.details["lines_per_s"] / lines_per_s
+            result.details["catchup_ratio"][f"{engine}/{delivery}"] = round(ratio, 3)
+            goal = targets.ENGINE_TARGETS[engine].vs_kcat
+            result.row(f"catch-up ({engine}, {delivery}) / kcat", f"{ratio:.2f}", str(goal), goal.met(ratio))
     return result
 
 

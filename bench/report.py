@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.context import Row, ScenarioResult
+from bench.deliveries import CELL_FORM, ModesCompared
 from bench.engines import Cell, Comparison
 
 
@@ -62,9 +63,15 @@ def write_json(path: Path, run: dict[str, Any], results: dict[str, ScenarioResul
     path.write_text(json.dumps(document, indent=1, default=str) + "\n")
 
 
-def markdown(run: dict[str, Any], results: list[ScenarioResult], engines: Comparison | None = None) -> str:
-    """One run as a section of ``docs/benchmarks.md``: when, what, where, the figures, and the line
-    engines side by side when ``engines`` is given."""
+def markdown(
+    run: dict[str, Any],
+    results: list[ScenarioResult],
+    engines: Comparison | None = None,
+    modes: list[ModesCompared] | None = None,
+) -> str:
+    """One run as a section of ``docs/benchmarks.md``: when, what, where, the figures, the line
+    engines side by side when ``engines`` is given, and each engine's delivery modes side by side
+    when ``modes`` holds them."""
     git, machine = run["git"], run["machine"]
     dirty = f" (working tree dirty: {git['changed_files']} files differ from the commit)" if git["dirty"] else ""
     broker = (
@@ -81,7 +88,8 @@ def markdown(run: dict[str, Any], results: list[ScenarioResult], engines: Compar
         f"Machine: {machine['nproc']} cores (nproc), {machine['memory_gib']} GiB, {machine['cpu_model']}; "
         f"Python {machine['python']}; {broker}; {run['kcat_version']}; "
         f"load average {machine['load_average_at_start']:.2f} at the start (the machine is shared). "
-        f"Line engines: {', '.join(run['engines'])}{_note(run.get('engines_note'))}.",
+        f"Line engines: {', '.join(run['engines'])}{_note(run.get('engines_note'))}; "
+        f"delivery modes: {', '.join(run['deliveries'])}.",
         "",
         "| scenario | figure | value | target | |",
         "|---|---|---|---|---|",
@@ -93,6 +101,9 @@ def markdown(run: dict[str, Any], results: list[ScenarioResult], engines: Compar
     if engines is not None:
         lines += ["", "The line engines side by side (each against its own targets, `bench/targets.py`):", ""]
         lines += _engines_markdown(engines)
+    if modes:
+        lines += ["", f"The delivery modes side by side ({CELL_FORM}):", ""]
+        lines += _modes_markdown(modes)
     return "\n".join(lines) + "\n"
 
 
@@ -107,9 +118,28 @@ def _engines_markdown(engines: Comparison) -> list[str]:
     return lines
 
 
+def _modes_markdown(modes: list[ModesCompared]) -> list[str]:
+    figures = [figure for figure, _text in modes[0].cells]
+    lines = [f"| engine | {' | '.join(figures)} |", "|---" * (len(figures) + 1) + "|"]
+    for compared in modes:
+        lines.append(f"| {compared.engine} | {' | '.join(_cell(text) for _figure, text in compared.cells)} |")
+    return lines
+
+
 def engines_console(engines: Comparison) -> str:
     """The line engines side by side, as the console shows them."""
     table = [["", *engines.columns]] + [[figure, *(_engine_cell(c, "MISSED") for c in cells)] for figure, cells in engines.rows]
+    return _aligned(table)
+
+
+def modes_console(modes: list[ModesCompared]) -> str:
+    """Each engine's delivery modes side by side, as the console shows them: a column per engine."""
+    table = [["", *(compared.engine for compared in modes)]]
+    table += [[figure, *(compared.cells[i][1] for compared in modes)] for i, (figure, _text) in enumerate(modes[0].cells)]
+    return _aligned(table)
+
+
+def _aligned(table: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return "\n".join(
         "  " + "  ".join(text.ljust(width) for text, width in zip(row, widths, strict=True)).rstrip() for row in table

@@ -6,7 +6,7 @@ them up. Then, one file at a time, the harness does what the node does at the en
 appends the held-back tail and creates the next hour's file (the rotation). The sidecar finalizes
 a file once it has not grown for ``SEAL_GRACE_MS``, so rotation → seal includes that grace by
 design; finalization → seal is the seal path alone (``finalized_at`` in the seal record is taken
-once the file's sha256 is complete).
+once the file's sha256 is complete). The worker runs in the run's first delivery mode.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def run(ctx: RunContext) -> ScenarioResult:
     result = ScenarioResult("seal")
     options = ctx.options
     root = ctx.scenario_dir("seal")
-    worker = SidecarWorker(root, ctx.broker.bootstrap, ctx.topic_prefix("seal"), **ctx.options.worker_settings)
+    worker = SidecarWorker(root, ctx.broker.bootstrap, ctx.topic_prefix("seal"), **ctx.worker_settings())
     print(f"  writing a {options.seal_small_mb:g} MB and a {options.seal_large_mb:,.0f} MB hour file ...", flush=True)
     cases = [
         _write_case("small", worker.watch, FILLS, options.seal_small_mb, options.seed),

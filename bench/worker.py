@@ -205,6 +205,9 @@ def settings_summary(settings: Mapping[str, str]) -> dict[str, str]:
     """The settings a reader needs to judge a figure (the rest are paths, ports and names)."""
     keys = (
         "SIDECAR_ENGINE",
+        "DELIVERY",
+        "TXN_MAX_MS",
+        "TXN_MAX_BYTES",
         "POLL_INTERVAL_MS",
         "READ_BUDGET_BYTES",
         "SEAL_GRACE_MS",

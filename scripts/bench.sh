@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The benchmarks (`make bench`): catch-up, kcat reference, live latency, seal latency, stage costs,
-# backups.
+# backups; the catch-up and the live tail for both line engines in both delivery modes
+# (DELIVERY=at_least_once and exactly_once, side by side).
 #
 #   bash scripts/bench.sh [python -m bench options]     e.g. --backlog-mb 4096 --live-s 300
+#   bash scripts/bench.sh --deliveries at_least_once    # one delivery mode (about 7 minutes)
 #
 # Installs kcat (the reference producer, and the latency consumer's reader) when it is missing,
 # then runs the harness with the project's venv. The harness starts its own Kafka broker on free
 # ports with its data under var/bench/ and removes it afterwards; results go to var/bench/*.json
-# and a table is appended to docs/benchmarks.md. Takes 4–6 minutes with the defaults on a
-# 2-core machine, and the backup scenario some more (a 4 GiB file written and backed up, and two
-# more live runs).
+# and a table is appended to docs/benchmarks.md. Takes about 10 minutes with the defaults on a
+# 2-core machine (an estimate: the last one-mode run took 6.8 minutes, and each engine's second
+# mode adds a catch-up of ~20 s and a live run of ~75 s).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -116,6 +116,7 @@ def test_markdown_names_the_commit_and_marks_missed_targets() -> None:
         "total_s": 360.0,
         "json": "var/bench/x.json",
         "engines": ["native", "python"],
+        "deliveries": ["at_least_once", "exactly_once"],
     }
     text = markdown(run, [result, failed])
     assert "commit abc1234 (working tree dirty: 3 files differ from the commit)" in text
@@ -165,8 +166,11 @@ def test_bound_says_its_direction_and_judges_the_edge_as_met() -> None:
 
 def test_the_same_figure_is_judged_against_each_engines_own_target() -> None:
     figures = EngineFigures(lines_per_s=300_000, cpu_us_per_line=5.0)
-    table = comparison({"native": figures, "python": figures}, EngineFigures(lines_per_s=250_000, cpu_us_per_line=5.2))
-    assert table.columns == ["native", "python", "kcat"]
+    table = comparison(
+        {("native", "exactly_once"): figures, ("python", "exactly_once"): figures},
+        EngineFigures(lines_per_s=250_000, cpu_us_per_line=5.2),
+    )
+    assert table.columns == ["native, exactly_once", "python, exactly_once", "kcat"]
     rows = dict(table.rows)
     native, python, kcat = rows["CPU µs per line, all the worker's threads"]
     assert (native.value, native.target, native.met) == ("5.00 µs", ENGINE_TARGETS["native"].cpu_us_per_line, False)
@@ -179,13 +183,13 @@ def test_the_same_figure_is_judged_against_each_engines_own_target() -> None:
 
 def test_figures_of_a_scenario_that_failed_or_did_not_run_are_blank_with_their_target() -> None:
     results = {
-        "catchup/native": ScenarioResult("catch-up (native)", error="BenchError: the worker exited"),
-        "live/native": ScenarioResult(
-            "live (native)",
+        "catchup/native/at_least_once": ScenarioResult("catch-up (native, at_least_once)", error="BenchError: the worker exited"),
+        "live/native/at_least_once": ScenarioResult(
+            "live (native, at_least_once)",
             details={"cpu_pct_of_one_core": {"sidecar": 10.04}, "latency": {"append_to_receive": {"p50_s": 0.2, "p99_s": 0.7}}},
         ),
     }
-    rows = dict(of_run(results, ["native"]).rows)
+    rows = dict(of_run(results, ["native"], ["at_least_once"]).rows)
     (rate, kcat_rate) = rows["catch-up lines/s"]
     assert (rate.value, kcat_rate.value) == ("—", "—")
     assert rows["catch-up / kcat"][0].met is None
@@ -195,12 +199,19 @@ def test_figures_of_a_scenario_that_failed_or_did_not_run_are_blank_with_their_t
 
 def test_figures_come_from_the_catchup_and_reference_details() -> None:
     results = {
-        "catchup/python": ScenarioResult(
-            "catch-up (python)", details={"lines_per_s": 170_000, "cpu_s_per_million_lines": 6.2, "peak_rss_kib": 150 * 1024}
+        "catchup/python/at_least_once": ScenarioResult(
+            "catch-up (python, at_least_once)",
+            details={
+                "lines_per_s": 170_000,
+                "cpu_s_per_million_lines": 6.2,
+                "peak_rss_kib": 150 * 1024,
+                "backlog": {"lines": 1_000_000},
+                "cpu": {"cpu_s": {"sidecar": 6.2}},
+            },
         ),
         "reference": ScenarioResult("reference (kcat)", details={"lines_per_s": 200_000, "kcat_cpu_s": 5.0, "lines": 1_000_000}),
     }
-    rows = dict(of_run(results, ["python"]).rows)
+    rows = dict(of_run(results, ["python"], ["at_least_once"]).rows)
     assert [c.value for c in rows["catch-up lines/s"]] == ["170,000", "200,000"]
     assert [c.value for c in rows["CPU µs per line, all the worker's threads"]] == ["6.20 µs", "5.00 µs"]
     assert rows["catch-up / kcat"][0].value == "0.85×"
@@ -208,7 +219,13 @@ def test_figures_come_from_the_catchup_and_reference_details() -> None:
 
 
 def test_markdown_and_console_show_the_engines_side_by_side_with_verdicts() -> None:
-    table = comparison({"native": EngineFigures(cpu_us_per_line=3.0), "python": EngineFigures(cpu_us_per_line=7.0)}, None)
+    table = comparison(
+        {
+            ("native", "at_least_once"): EngineFigures(cpu_us_per_line=3.0),
+            ("python", "at_least_once"): EngineFigures(cpu_us_per_line=7.0),
+        },
+        None,
+    )
     run = {
         "started_at": "2026-12-01 14:00 UTC",
         "command": "make bench",
@@ -222,10 +239,11 @@ def test_markdown_and_console_show_the_engines_side_by_side_with_verdicts() -> N
         "json": "var/bench/x.json",
         "engines": ["native", "python"],
         "engines_note": None,
+        "deliveries": ["at_least_once"],
     }
     text = markdown(run, [], table)
-    assert "Line engines: native, python." in text
-    assert "| figure | native | python | kcat |" in text
+    assert "Line engines: native, python; delivery modes: at_least_once." in text
+    assert "| figure | native, at_least_once | python, at_least_once | kcat |" in text
     assert "| CPU µs per line, all the worker's threads | 3.00 µs (≤ 3.5 µs, met) | 7.00 µs (≤ 6.4 µs, **missed**) | — |" in text
     console = engines_console(table)
     assert "3.00 µs (≤ 3.5 µs, met)" in console
