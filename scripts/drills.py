@@ -4,6 +4,7 @@
     python scripts/drills.py --only 2,5       # some of them
     python scripts/drills.py --small          # the CI scale: a quick look that everything still runs
     python scripts/drills.py --delivery exactly_once   # every sidecar with DELIVERY=exactly_once
+    python scripts/drills.py --backup-sink object_store   # every sidecar backing up to an S3 server
     python scripts/drills.py --markdown out.md
 
 The drills live in tests/integration/drills.py (the CI tests run the fast ones at small scale);
@@ -11,8 +12,13 @@ this runner starts a LocalKafka in ``--work-dir`` (wiped first) on a port below 
 ephemeral range, so a client retrying against the stopped broker cannot take its port.
 ``--delivery`` (default ``at_least_once``) is the ``DELIVERY`` of every sidecar the drills start;
 with ``exactly_once`` the verifier reads ``read_committed``, and the drills about transactions
-(16 to 18) run instead of being skipped. Exit status: 0 when no drill failed ("observed" drills
-document behaviour and do not fail; skipped ones checked nothing).
+(16 to 18) run instead of being skipped. ``--backup-sink`` (default ``local``: a copy under each
+sidecar's ``BACKUP_DIR``) set to ``object_store`` starts one S3 server (moto's, as the tests do)
+beside the broker, with a bucket ``drills``; every sidecar gets ``BACKUP_SINK=object_store`` and
+``BACKUP_URL=s3://drills/<drill dir>/<sidecar>``, and the drills check the objects (each file's
+bytes and its sha256 as metadata). Drills 9 and 9b are skipped then (their faults are in
+``BACKUP_DIR``); 9c starts a server of its own either way. Exit status: 0 when no drill failed
+("observed" drills document behaviour and do not fail; skipped ones checked nothing).
 """
 
 from __future__ import annotations
@@ -30,11 +36,22 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 from hyperdata_sidecar.devkafka import LocalKafka, free_low_port  # noqa: E402
+from hyperdata_sidecar.devs3 import MotoS3  # noqa: E402
 
-from drill_kit import AT_LEAST_ONCE, DELIVERIES, DrillContext, DrillResult  # noqa: E402
+from drill_kit import (  # noqa: E402
+    AT_LEAST_ONCE,
+    BACKUP_SINKS,
+    DELIVERIES,
+    LOCAL,
+    OBJECT_STORE,
+    BackupBucket,
+    DrillContext,
+    DrillResult,
+)
 from drills import DRILLS, Drill  # noqa: E402
 
 HEADER = ("drill", "outcome", "lost", "duplicates", "recovery", "took")
+BUCKET = "drills"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,37 +64,60 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--delivery", choices=DELIVERIES, default=AT_LEAST_ONCE, help="DELIVERY of every sidecar (default: %(default)s)"
     )
+    parser.add_argument(
+        "--backup-sink", choices=BACKUP_SINKS, default=LOCAL, help="BACKUP_SINK of every sidecar (default: %(default)s)"
+    )
     args = parser.parse_args(argv)
     wanted = {int(n) for n in args.only.split(",") if n.strip()} or {d.number for d in DRILLS}
     drills = [d for d in DRILLS if d.number in wanted]
-    results = asyncio.run(run_all(drills, args.work_dir, args.port, full=not args.small, delivery=args.delivery))
+    full = not args.small
+    results = asyncio.run(
+        run_all(drills, args.work_dir, args.port, full=full, delivery=args.delivery, backup_sink=args.backup_sink)
+    )
+    mode = mode_line(args.delivery, args.backup_sink, full=full)
     print()
-    print(mode_line(args.delivery, full=not args.small))
+    print(mode)
     print(table(results))
     for result, _took in results:
         print()
         print(result.describe())
     if args.markdown is not None:
-        args.markdown.write_text(f"{mode_line(args.delivery, full=not args.small)}\n\n{markdown(results)}")
+        args.markdown.write_text(f"{mode}\n\n{markdown(results)}")
     return 1 if any(r.outcome == "FAIL" for r, _ in results) else 0
 
 
-def mode_line(delivery: str, *, full: bool) -> str:
-    """What the table was measured in: the delivery mode (and the verifier's isolation) and the scale."""
+def mode_line(delivery: str, backup_sink: str, *, full: bool) -> str:
+    """What the table was measured in: the delivery mode (and the verifier's isolation), the backup
+    sink and the scale."""
     isolation = "read_committed" if delivery == "exactly_once" else "read_uncommitted"
-    return f"DELIVERY={delivery} (the verifier reads {isolation}), {'full' if full else 'CI'} scale"
+    store = " (moto's S3 server)" if backup_sink == OBJECT_STORE else ""
+    return (
+        f"DELIVERY={delivery} (the verifier reads {isolation}), BACKUP_SINK={backup_sink}{store}, "
+        f"{'full' if full else 'CI'} scale"
+    )
 
 
 async def run_all(
-    drills: list[Drill], work_dir: Path, port: int | None, *, full: bool, delivery: str = AT_LEAST_ONCE
+    drills: list[Drill],
+    work_dir: Path,
+    port: int | None,
+    *,
+    full: bool,
+    delivery: str = AT_LEAST_ONCE,
+    backup_sink: str = LOCAL,
 ) -> list[tuple[DrillResult, float]]:
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
     port = port or free_low_port()
     broker = LocalKafka(work_dir / "kafka", port=port, controller_port=free_low_port(exclude={port}))
     await asyncio.to_thread(broker.start)
+    store = MotoS3(work_dir) if backup_sink == OBJECT_STORE else None
     results = []
     try:
+        bucket = None
+        if store is not None:
+            await asyncio.to_thread(store.start)
+            bucket = await asyncio.to_thread(BackupBucket.made_on, store, BUCKET)
         for index, drill in enumerate(drills, 1):
             name = f"{index:02d}-drill-{drill.number}-{drill.run.__name__}"
             ctx = DrillContext(
@@ -86,9 +126,10 @@ async def run_all(
                 f"{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}.",
                 broker=broker,
                 delivery=delivery,
+                bucket=bucket,
             )
             ctx.root.mkdir()
-            print(f"== drill {drill.number}: {drill.run.__name__} ({delivery}) ...", flush=True)
+            print(f"== drill {drill.number}: {drill.run.__name__} ({delivery}, BACKUP_SINK={backup_sink}) ...", flush=True)
             started = time.monotonic()
             result = await run_one(drill, ctx, full=full)
             took = time.monotonic() - started
@@ -97,6 +138,8 @@ async def run_all(
             if not broker.is_running():
                 await asyncio.to_thread(broker.start)
     finally:
+        if store is not None:
+            await asyncio.to_thread(store.stop)
         await asyncio.to_thread(broker.stop)
     return results
 

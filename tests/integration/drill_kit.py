@@ -9,25 +9,35 @@ Every drill runs in one delivery mode, the context's ``delivery``: each sidecar 
 ``DELIVERY``, and with ``exactly_once`` the verifier reads ``read_committed`` (what downstream
 reads); the duplicates it counts are that view's, and the result notes what a ``read_uncommitted``
 reader sees besides.
+
+Every drill also runs with one backup sink, the context's ``backup_sink``: ``local`` (a copy under
+each sidecar's ``BACKUP_DIR``) or ``object_store`` (the context's :class:`BackupBucket`, a bucket on
+an S3-compatible server). :func:`verify_with_backups` checks the backups wherever the sidecar's
+settings put them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
+import boto3
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.devkafka import LocalKafka
+from hyperdata_sidecar.devs3 import MotoS3, credentials_env
 from hyperdata_sidecar.tools.expected import hour_files, value_digest
 from hyperdata_sidecar.tools.reconcile import DataRecord, DlqRecord, Observed, SealRecord, parse_reference
 from hyperdata_sidecar.tools.report import VerifyReport
@@ -39,6 +49,8 @@ from worker_process import WorkerProcess
 WAIT_S = 120.0
 AT_LEAST_ONCE, EXACTLY_ONCE = "at_least_once", "exactly_once"
 DELIVERIES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+LOCAL, OBJECT_STORE = "local", "object_store"
+BACKUP_SINKS = (LOCAL, OBJECT_STORE)
 POLL_S = 0.25
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -50,13 +62,41 @@ class DrillError(AssertionError):
 # ---------------------------------------------------------------------------- context and result
 
 
+@dataclass(frozen=True)
+class BackupBucket:
+    """A bucket on an S3-compatible server (moto's, :mod:`hyperdata_sidecar.devs3`) that sidecars
+    back up to with ``BACKUP_SINK=object_store``, each under a prefix of its own."""
+
+    endpoint: str
+    name: str
+
+    @classmethod
+    def made_on(cls, server: MotoS3, name: str) -> BackupBucket:
+        """The bucket ``name`` on ``server``, made now."""
+        server.client().create_bucket(Bucket=name)
+        return cls(server.endpoint, name)
+
+    def settings(self, prefix: str) -> dict[str, str]:
+        """A sidecar's settings to back up under ``prefix`` in this bucket: path-style requests, the
+        test credentials in the AWS variables."""
+        return {
+            "BACKUP_SINK": OBJECT_STORE,
+            "BACKUP_URL": f"s3://{self.name}/{prefix}",
+            "BACKUP_ENDPOINT": self.endpoint,
+            "BACKUP_PATH_STYLE": "true",
+            **credentials_env(),
+        }
+
+
 @dataclass
 class DrillContext:
     """Where a drill runs: a broker, an empty directory of its own and a topic prefix no one else uses.
 
     ``broker`` is given to drills that stop and start it (they start it again before they return).
     ``delivery`` is the ``DELIVERY`` of every sidecar the drill makes (``TXN_*`` keep their defaults
-    unless the drill sets them).
+    unless the drill sets them). ``bucket`` says where they back up: None for the local sink (each
+    sidecar's ``BACKUP_DIR``), else ``BACKUP_SINK=object_store`` in that bucket under the prefix
+    ``<root's name>/<sidecar's name>``.
     """
 
     bootstrap: str
@@ -64,6 +104,7 @@ class DrillContext:
     prefix: str
     broker: LocalKafka | None = None
     delivery: str = AT_LEAST_ONCE
+    bucket: BackupBucket | None = None
 
     def __post_init__(self) -> None:
         if self.delivery not in DELIVERIES:
@@ -74,14 +115,22 @@ class DrillContext:
         return self.delivery == EXACTLY_ONCE
 
     @property
+    def backup_sink(self) -> str:
+        """The ``BACKUP_SINK`` of every sidecar the drill makes: ``local`` or ``object_store``."""
+        return LOCAL if self.bucket is None else OBJECT_STORE
+
+    @property
     def isolation(self) -> str:
         """What the drill's readers read: ``read_committed`` in ``exactly_once``, as downstream does."""
         return "read_committed" if self.exactly_once else "read_uncommitted"
 
     def sidecar(self, name: str = "node", **overrides: str) -> Sidecar:
         """A sidecar rooted at ``root/name`` (its own watch, state and backup dirs) on the drill's
-        topics, in the drill's delivery mode."""
-        return Sidecar(self.root / name, self.bootstrap, self.prefix, **{"DELIVERY": self.delivery, **overrides})
+        topics, in the drill's delivery mode, backing up with the drill's sink."""
+        settings = {"DELIVERY": self.delivery}
+        if self.bucket is not None:
+            settings |= self.bucket.settings(f"{self.root.name}/{name}")
+        return Sidecar(self.root / name, self.bootstrap, self.prefix, **{**settings, **overrides})
 
     def on(self, broker: LocalKafka) -> DrillContext:
         """The same context on another broker (a drill's own, differently configured)."""
@@ -342,6 +391,114 @@ def busiest(before: dict[str, float], after: dict[str, float], seconds: float, t
 def log_lines(sidecar: Sidecar) -> int:
     with open(sidecar.root / "run" / "worker.log", "rb") as log:
         return sum(1 for _ in log)
+
+
+# ---------------------------------------------------------------------------- backups
+
+
+def backup_target(sidecar: Sidecar) -> dict[str, str]:
+    """The settings that say where ``sidecar`` backs up, for another sidecar to back up there too."""
+    return {name: sidecar.env[name] for name in ("BACKUP_DIR", "BACKUP_URL") if name in sidecar.env}
+
+
+async def verify_with_backups(sidecar: Sidecar, **kwargs: Any) -> VerifyReport:
+    """The verifier on ``sidecar`` (:meth:`Sidecar.verify`, ``kwargs`` passed on), with the backups
+    of its finalized hour files checked where its ``BACKUP_SINK`` puts them.
+
+    With the local sink that is the verifier's own check of the copies under ``BACKUP_DIR``. With
+    ``object_store`` the verifier checks the topics, then each file's object (:class:`StoredBackups`)
+    is waited for until it has the file's size (up to ``timeout_s`` more), and must hold the file's
+    bytes and its sha256 as metadata: the findings (``backup_missing``, ``backup_wrong``, backups
+    ok) go into the same report. The drills write no node snapshots, whose backups this leaves out.
+    """
+    if sidecar.env.get("BACKUP_SINK") != OBJECT_STORE:
+        return await sidecar.verify(backup_dir=sidecar.backups, **kwargs)
+    kwargs.setdefault("timeout_s", WAIT_S)
+    report = await sidecar.verify(**kwargs)
+    store = StoredBackups(sidecar.env)
+    owed = finalized_files(sidecar.watch, ignore=kwargs.get("ignore", ()))
+    deadline = time.monotonic() + kwargs["timeout_s"]
+    while not await asyncio.to_thread(store.holds_sizes, sidecar.watch, owed) and time.monotonic() < deadline:
+        await asyncio.sleep(POLL_S)
+    await asyncio.to_thread(store.check, report, sidecar.watch, owed)
+    return report
+
+
+def finalized_files(watch: Path, *, ignore: Collection[str] = ()) -> list[tuple[str, str]]:
+    """(table, relpath) of every hour file but the newest of its table, as the verifier finalizes
+    them, without the relpaths in ``ignore`` (which still count as newer files)."""
+    return [
+        (spec.dir_name, hour_file.relpath)
+        for spec in TABLES
+        for hour_file in hour_files(watch, spec.dir_name)[:-1]
+        if hour_file.relpath not in ignore
+    ]
+
+
+class StoredBackups:
+    """The objects a sidecar with ``BACKUP_SINK=object_store`` backed up, read with boto3 (moto's
+    dependency) as its settings name them: the file ``<relpath>`` is the object ``<prefix>/<relpath>``
+    in the bucket of ``BACKUP_URL``, with the sidecar's sha256 as the metadata ``sha256``."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        url = urlsplit(env["BACKUP_URL"])
+        self.bucket, self.prefix = url.netloc, url.path.strip("/")
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=env["BACKUP_ENDPOINT"],
+            region_name=env["AWS_REGION"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def key(self, relpath: str) -> str:
+        return f"{self.prefix}/{relpath}" if self.prefix else relpath
+
+    def size(self, relpath: str) -> int | None:
+        """The size of the object of ``relpath``; None if there is none."""
+        try:
+            return self.client.head_object(Bucket=self.bucket, Key=self.key(relpath))["ContentLength"]
+        except self.client.exceptions.ClientError as exc:
+            if exc.response["Error"]["Code"] in ("404", "NoSuchKey"):
+                return None
+            raise
+
+    def digests(self, relpath: str) -> tuple[str, str] | None:
+        """The sha256 of the object's bytes and its metadata ``sha256`` ("" when unset); None if there is no object."""
+        try:
+            stored = self.client.get_object(Bucket=self.bucket, Key=self.key(relpath))
+        except self.client.exceptions.NoSuchKey:
+            return None
+        digest = hashlib.sha256()
+        for chunk in stored["Body"].iter_chunks(8 * 1024 * 1024):
+            digest.update(chunk)
+        return digest.hexdigest(), stored["Metadata"].get("sha256", "")
+
+    def holds_sizes(self, watch: Path, files: list[tuple[str, str]]) -> bool:
+        """Blocking: every file of ``files`` (see :func:`finalized_files`) has an object of its size."""
+        return all(self.size(relpath) == (watch / relpath).stat().st_size for _table, relpath in files)
+
+    def check(self, report: VerifyReport, watch: Path, files: list[tuple[str, str]]) -> None:
+        """Blocking: add each file's finding to ``report``, as the verifier does for a copy under ``BACKUP_DIR``."""
+        report.backups_checked = True
+        for table, relpath in files:
+            where = (table, relpath, None)
+            expected = _file_sha256(watch / relpath)
+            stored = self.digests(relpath)
+            if stored is None:
+                report.add("backup_missing", *where, f"no object s3://{self.bucket}/{self.key(relpath)}")
+            elif stored != (expected, expected):
+                report.add("backup_wrong", *where, f"object sha256 {stored[0]}, metadata sha256 {stored[1]!r}, file {expected}")
+            else:
+                report.table(table).backups_ok += 1
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as source:
+        while block := source.read(8 * 1024 * 1024):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------- the topics, from a point on

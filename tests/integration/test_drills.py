@@ -1,6 +1,6 @@
 """The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14, 15, 15b, 15c) at CI scale, against the session's broker;
 drill 1 again, 2d (three SIGKILLs during outages) and the transactions' drills (16, 17, 18) with
-``DELIVERY=exactly_once``.
+``DELIVERY=exactly_once``; drill 10 with ``BACKUP_SINK=object_store``, on the session's S3 server.
 
 The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all of them at full scale);
 each test runs one and asserts every check it made.
@@ -9,11 +9,14 @@ each test runs one and asserts every check it made.
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import replace
 
 import pytest
 
-from drill_kit import EXACTLY_ONCE, DrillContext
+from hyperdata_sidecar.core.tables import TABLES
+
+from drill_kit import EXACTLY_ONCE, BackupBucket, DrillContext
 from drills import (
     backup_target_unwritable,
     broker_absent_at_start,
@@ -29,6 +32,7 @@ from drills import (
     sigkill_during_commit,
     sigkill_during_outage,
     sigkill_mid_tail,
+    sigterm_during_catch_up,
     sigterm_while_backup_fails,
     state_disk_full,
     topic_deleted,
@@ -45,6 +49,13 @@ def ctx(tmp_path, kafka_bootstrap, kafka_broker, unique_topic_prefix) -> DrillCo
 def eos(ctx) -> DrillContext:
     """The drill's context with ``DELIVERY=exactly_once``: the verifier reads ``read_committed``."""
     return replace(ctx, delivery=EXACTLY_ONCE)
+
+
+@pytest.fixture
+def in_object_store(ctx, s3_server) -> DrillContext:
+    """The drill's context with ``BACKUP_SINK=object_store``: its sidecars back up to a new bucket on
+    the session's S3 server."""
+    return replace(ctx, bucket=BackupBucket.made_on(s3_server, f"t-{uuid.uuid4().hex[:12]}"))
 
 
 async def test_sigkill_three_times_mid_tail_loses_nothing_seals_once_and_duplicates_only_unpersisted_windows(ctx):
@@ -135,6 +146,15 @@ async def test_sigterm_while_a_backup_keeps_failing_exits_within_the_stop_bound(
     assert result.ok, result.describe()
 
 
+async def test_sigterm_during_a_heavy_catch_up_with_the_object_store_exits_in_time_and_every_sealed_file_is_an_object(
+    in_object_store, s3_server
+):
+    result = await sigterm_during_catch_up(in_object_store)
+    assert result.ok, result.describe()
+    stored = s3_server.client().list_objects_v2(Bucket=in_object_store.bucket.name).get("Contents", [])
+    assert len(stored) == len(TABLES), stored  # each table's first hour, sealed once the second began
+
+
 async def test_a_hostile_tree_never_stops_or_spins_the_worker_and_every_intact_file_is_published_exactly(ctx):
     result = await hostile_tree(ctx)
     assert result.ok, result.describe()
@@ -186,3 +206,10 @@ async def test_a_broker_frozen_past_the_transaction_timeout_aborts_redoes_and_re
 async def test_the_transactions_drills_are_skipped_not_failed_in_at_least_once(tmp_path, drill):
     result = await drill(DrillContext("127.0.0.1:1", tmp_path, "unused."))
     assert result.outcome.startswith("skipped: exactly_once only") and result.checks == []
+
+
+@pytest.mark.parametrize("drill", [backup_target_unwritable, sigterm_while_backup_fails])
+async def test_the_backup_dir_drills_are_skipped_not_failed_with_the_object_store(tmp_path, drill):
+    ctx = DrillContext("127.0.0.1:1", tmp_path, "unused.", bucket=BackupBucket("http://127.0.0.1:1", "unused"))
+    result = await drill(ctx)
+    assert result.outcome.startswith("skipped: local sink only") and result.checks == []
