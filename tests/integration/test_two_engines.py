@@ -4,7 +4,8 @@ The Python engine (the reference, confluent-kafka's producer) and the native one
 engine on its own librdkafka producer) each publish one copy of a corpus with malformed lines; the
 native one reads it appended in ragged chunks while it runs, the Python one finds it whole. Every
 data topic and the DLQ must then hold the same records, partition by partition, in the same order:
-key, value and headers byte for byte.
+key, value and headers byte for byte. In both delivery modes: with ``exactly_once`` the records are
+read as a ``read_committed`` consumer reads them (the commit markers take offsets of their own).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import asyncio
 import shutil
 from collections.abc import Iterator
 
-from confluent_kafka import Consumer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from hyperdata_sidecar.core.tables import TABLES
 
@@ -23,8 +25,16 @@ Published = dict[str, dict[int, list[tuple[bytes | None, bytes | None, list[tupl
 
 
 def published(bootstrap: str, topics: dict[str, str]) -> Published:
-    """Every record of each topic (by its setting), by partition in offset order (blocking)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    """Every committed record of each topic (by its setting), by partition in offset order (blocking)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
     found: Published = {}
     try:
         for setting, topic in topics.items():
@@ -36,13 +46,15 @@ def published(bootstrap: str, topics: dict[str, str]) -> Published:
 
 
 def _records(consumer: Consumer, topic: str, partition: int) -> Iterator[tuple[bytes | None, bytes | None, list]]:
-    low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+    """The partition's records up to its end (the partition EOF event: past a last commit marker too)."""
+    low, _high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
     consumer.assign([TopicPartition(topic, partition, low)])
-    while high > low and (record := consumer.poll(10)) is not None:
-        assert record.error() is None, record.error()
-        yield record.key(), record.value(), list(record.headers() or [])
-        if record.offset() + 1 >= high:
+    while (record := consumer.poll(10)) is not None:
+        error = record.error()
+        if error is not None and error.code() == KafkaError._PARTITION_EOF:
             break
+        assert error is None, error
+        yield record.key(), record.value(), list(record.headers() or [])
 
 
 def by_table(records: list[tuple[bytes | None, bytes | None, list]]) -> list[tuple[bytes | None, bytes | None, list]]:
@@ -55,13 +67,18 @@ def line_topics(sidecar: Sidecar) -> dict[str, str]:
     return {setting: sidecar.env[setting] for setting in [spec.topic_env for spec in TABLES] + ["TOPIC_DLQ"]}
 
 
-async def test_the_native_and_the_python_engine_publish_the_same_records(tmp_path, kafka_bootstrap, unique_topic_prefix):
+@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
+async def test_the_native_and_the_python_engine_publish_the_same_records(
+    tmp_path, kafka_bootstrap, unique_topic_prefix, delivery
+):
     corpus = tmp_path / "corpus"
     write_corpus(corpus, hours=2, lines=3000, bad_every=211)
     runs: dict[str, Published] = {}
     for engine in ("python", "native"):
         root = tmp_path / engine
-        sidecar = Sidecar(root, kafka_bootstrap, f"{unique_topic_prefix}{engine}.", SIDECAR_ENGINE=engine, BACKUP_SINK="none")
+        sidecar = Sidecar(
+            root, kafka_bootstrap, f"{unique_topic_prefix}{engine}.", SIDECAR_ENGINE=engine, BACKUP_SINK="none", DELIVERY=delivery
+        )
         if engine == "python":
             shutil.copytree(corpus, sidecar.watch, dirs_exist_ok=True)
         worker = sidecar.start()
