@@ -389,23 +389,13 @@ async def broker_frozen(
     sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget))
     shutil.copytree(summary.root, sidecar.watch, dirs_exist_ok=True)
     worker = sidecar.start()
-    broker_pid = None
     try:
         await wait_for(worker, lambda: sidecar.events("startup"), "startup")
         await wait_for(
             worker, lambda: _data_lines_published(worker) > summary.lines / 10, "a tenth of the backlog to be published"
         )
-        process, broker_pid = pid(worker), ctx.broker.pid()
-        if broker_pid is None:
-            raise DrillError("the broker is not running")
-        os.kill(broker_pid, signal.SIGSTOP)
-        frozen_at, cpu_before = time.monotonic(), cpu_s(process)
-        while time.monotonic() - frozen_at < frozen_s and exit_code(worker) is None:
-            await asyncio.sleep(1.0)
-        alive = exit_code(worker) is None
-        share = (cpu_s(process) - cpu_before) / (time.monotonic() - frozen_at) if alive else None
-        os.kill(broker_pid, signal.SIGCONT)
-        broker_pid = None
+        process = pid(worker)
+        alive, share = await _freeze_broker(ctx, worker, frozen_s)
         resumed_at = time.monotonic()
         result.check("the worker stays up while the broker is frozen", alive, worker.log_tail())
         if share is not None:
@@ -417,10 +407,28 @@ async def broker_frozen(
         result.verified(await verify_with_backups(sidecar, allowed_duplicates=0), allowed_duplicates=0)
         await stop(worker, result)
     finally:
-        if broker_pid is not None:
-            os.kill(broker_pid, signal.SIGCONT)
         await asyncio.to_thread(worker.stop)
     return result
+
+
+async def _freeze_broker(ctx: DrillContext, worker: WorkerProcess, frozen_s: float) -> tuple[bool, float | None]:
+    """SIGSTOP the broker for ``frozen_s`` (less if the worker exits meanwhile), then SIGCONT it,
+    whatever happens meanwhile. Whether the worker stayed up, and the share of a core it used while
+    the broker was frozen (None if it exited)."""
+    broker_pid = ctx.broker.pid() if ctx.broker is not None else None
+    if broker_pid is None:
+        raise DrillError("the broker is not running")
+    process = pid(worker)
+    os.kill(broker_pid, signal.SIGSTOP)
+    try:
+        frozen_at, cpu_before = time.monotonic(), cpu_s(process)
+        while time.monotonic() - frozen_at < frozen_s and exit_code(worker) is None:
+            await asyncio.sleep(0.5)
+        alive = exit_code(worker) is None
+        share = (cpu_s(process) - cpu_before) / (time.monotonic() - frozen_at) if alive else None
+    finally:
+        os.kill(broker_pid, signal.SIGCONT)
+    return alive, share
 
 
 def _data_lines_published(worker) -> float:
@@ -1868,21 +1876,13 @@ async def broker_frozen_past_txn_timeout(
     sidecar = ctx.sidecar(READ_BUDGET_BYTES=str(budget), TXN_TIMEOUT_MS=str(txn_timeout_ms))
     shutil.copytree(summary.root, sidecar.watch, dirs_exist_ok=True)
     worker = sidecar.start()
-    broker_pid = None
     try:
         await wait_for(worker, lambda: sidecar.events("startup"), "startup")
         await wait_for(
             worker, lambda: _data_lines_published(worker) > summary.lines / 10, "a tenth of the backlog to be published"
         )
-        process, broker_pid = pid(worker), ctx.broker.pid()
-        if broker_pid is None:
-            raise DrillError("the broker is not running")
-        os.kill(broker_pid, signal.SIGSTOP)
-        frozen_at = time.monotonic()
-        while time.monotonic() - frozen_at < frozen_s and exit_code(worker) is None:
-            await asyncio.sleep(0.5)
-        os.kill(broker_pid, signal.SIGCONT)
-        broker_pid = None
+        process = pid(worker)
+        await _freeze_broker(ctx, worker, frozen_s)
         thawed_at = time.monotonic()
         result.check("the worker stays up while the broker is frozen", exit_code(worker) is None, worker.log_tail())
         await wait_for(worker, lambda: sidecar.events("reads_redone"), "the reads redone after the abort")
@@ -1909,8 +1909,6 @@ async def broker_frozen_past_txn_timeout(
         result.verified(await verify_with_backups(sidecar), allowed_duplicates=0)
         await stop(worker, result)
     finally:
-        if broker_pid is not None:
-            os.kill(broker_pid, signal.SIGCONT)
         await asyncio.to_thread(worker.stop)
     return result
 
