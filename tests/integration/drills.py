@@ -814,9 +814,17 @@ def _watermarks(consumer: Consumer, topic: str, partition: int, tries: int = 20)
 
 
 def _read_topic(bootstrap: str, topic: str) -> list[TopicRecord]:
-    """Blocking: every record of ``topic`` now, partition by partition in offset order."""
+    """Blocking: every committed record of ``topic`` now, partition by partition in offset order
+    (read as a ``read_committed`` reader reads, to each partition's end: with ``exactly_once`` the
+    last offset may be a commit marker, which is no record)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"drill-read-{time.monotonic_ns()}", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"drill-read-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
     )
     try:
         partitions = consumer.list_topics(topic, timeout=10.0).topics[topic].partitions
@@ -829,12 +837,13 @@ def _read_topic(bootstrap: str, topic: str) -> list[TopicRecord]:
             while True:
                 message = consumer.poll(5.0)
                 if message is None:
-                    raise DrillError(f"{topic}[{partition}]: no record before offset {high}")
-                if message.error() is None:
+                    raise DrillError(f"{topic}[{partition}]: no end of partition before offset {high}")
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    break
+                if error is None:
                     headers = dict(message.headers() or ())
                     records.append(TopicRecord(partition, headers["source"].decode(), int(headers["offset"]), headers["line_id"]))
-                    if message.offset() >= high - 1:
-                        break
         return records
     finally:
         consumer.close()
