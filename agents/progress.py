@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
 from typing import Any
 
 import faust
@@ -12,6 +11,6 @@ from hyperdata_sidecar.progress_topic import ProgressTopic
 
 def install_progress_agent(app: faust.App, progress: ProgressTopic) -> None:
     @app.agent(progress.topic, name="hyperdata_sidecar.progress")
-    async def apply_progress(records: AsyncIterable[dict[str, Any]]) -> None:
-        async for record in records:
-            await progress.apply(record)
+    async def apply_progress(records: faust.StreamT[dict[str, Any]]) -> None:
+        async for event in records.events():
+            await progress.apply(event.value, partition=event.message.partition, offset=event.message.offset)

@@ -55,6 +55,7 @@ from hyperdata_sidecar.checked_lines import CheckedLines, TopicNotWritable
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.partitioner import partition_for
 from hyperdata_sidecar.core.records import Record
+from hyperdata_sidecar.core.stuck_partition import Stuck, StuckPartitions
 from hyperdata_sidecar.core.topic_check import Change, TopicGuard, producer_partition_counts
 from hyperdata_sidecar.engines import Engine, FileLines, LineEngine, Producer
 from hyperdata_sidecar.logs import EventLog, RepeatFilter
@@ -71,6 +72,9 @@ RECORD_FRAMING_BYTES = 65536
 #: Connection errors that say the broker is unreachable (counted as kind "transport", logged at most
 #: once per minute each). A refused login (``_AUTHENTICATION``) is not one: it is kind "login_refused".
 TRANSPORT_ERRORS = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL"})
+#: A partition librdkafka's leader-less update bug names (core/stuck_partition.py) that holds records
+#: and sends none for this long is stuck: only a new producer sends them.
+STUCK_AFTER_S = 30.0
 
 
 class DataPlaneError(Exception):
@@ -120,9 +124,12 @@ class DataPlane:
         self.fatal: KafkaError | None = None
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._closed = asyncio.Event()
+        self._stuck = StuckPartitions(STUCK_AFTER_S)  # the producer's, new with every producer
+        self.stuck: Stuck | None = None  # the current producer's stuck partition, once found
         logger = logging.getLogger(LIBRDKAFKA_LOGGER)
         if not any(isinstance(f, RepeatFilter) for f in logger.filters):
             logger.addFilter(RepeatFilter(prefix=LIBRDKAFKA_LOGGER, every_s=60.0, key=_librdkafka_facility))
+        self._librdkafka_log = LibrdkafkaLog(logger, self._log_line)
 
     # ------------------------------------------------------------------ setup
 
@@ -199,7 +206,7 @@ class DataPlane:
             "statistics.interval.ms": STATS_INTERVAL_MS,
             "error_cb": self._error,
             "stats_cb": self._stats,
-            "logger": logging.getLogger(LIBRDKAFKA_LOGGER),
+            "logger": self._librdkafka_log,
             "log_level": 4,
             **self.txn.config(),
         }
@@ -250,9 +257,16 @@ class DataPlane:
         self._note(self.guard.suspect(topic, detail))
 
     def _note(self, change: Change | None) -> None:
-        """Log (and count) what a look at a topic changed."""
+        """Log (and count) what a look at a topic changed. With exactly_once a topic that may no
+        longer be written aborts the open transaction at once: its records for that topic cannot be
+        delivered where they belong (a deleted topic's would fail only after ``TXN_TIMEOUT_MS``,
+        holding every table's commit meanwhile); the reads are redone, and the table of that topic
+        holds, named, while the others go on."""
         if change is None:
             return
+        if not change.writable and self._producer is not None:  # at connect no transaction is open yet
+            refusal = self.guard.refusal(change.topic)
+            self.txn.record_failed(f"{change.topic} may not be written: {refusal.error_name if refusal else change.seen_by}")
         if change.writable:
             self.log.info("topic_checked", topic=change.topic, partitions=change.partitions, epoch=change.epoch)
         elif change.seen_by == "offsets":
@@ -268,6 +282,12 @@ class DataPlane:
                 contract=change.contract,
                 seen_by=change.seen_by,
             )
+
+    def refused_topics(self) -> dict[str, str]:
+        """The topics the door refuses now (missing, another partition count, records found in
+        another incarnation), each with why: readiness names them even while no table holds on them
+        yet (exactly_once: the tables redo their reads first)."""
+        return {topic: f"{r.error_name} ({r.detail})" for topic, r in self.guard.refused().items()}
 
     def outstanding(self) -> int:
         """Records queued or in flight, plus reports not yet served."""
@@ -458,6 +478,36 @@ class DataPlane:
         for topic, count in producer_partition_counts(parsed).items():
             if topic in self.partitions:
                 self._note(self.guard.producer_saw(topic, count))
+        if self.stuck is None:
+            for stuck in self._stuck.stats(parsed, time.monotonic())[:1]:
+                self._producer_stuck(stuck)
+
+    def _log_line(self, text: str) -> None:
+        """Every line librdkafka logs passes here: the leader-less update line starts a watch."""
+        self._stuck.line(text, time.monotonic())
+
+    def _producer_stuck(self, stuck: Stuck) -> None:
+        """A partition stuck by librdkafka's leader-less update bug: its records are never sent, and
+        only a new producer sends them. With exactly_once the open transaction is aborted and a new
+        producer takes over (its reads are redone); with at_least_once the line engines hold this
+        producer, so the worker stops (exit 1) and the restart resumes from the last checkpoint."""
+        reason = f"{stuck.topic} [{stuck.partition}]: stuck after a leader-less update (librdkafka#5430)"
+        if self.txn.enabled and not self.txn.replace_producer(reason):
+            return  # an abort is under way: asked again at the next statistics
+        self.stuck = stuck
+        self._on_error("stuck")
+        self.log.error(
+            "producer_stuck",
+            topic=stuck.topic,
+            partition=stuck.partition,
+            records=stuck.queued,
+            quiet_s=round(stuck.quiet_s, 1),
+            cause="librdkafka skipped a leader-less metadata update and never sends to the partition again "
+            "(confluentinc/librdkafka#5430)",
+            action="a new producer: reads redone" if self.txn.enabled else "the worker stops; the restart resumes",
+        )
+        if not self.txn.enabled:
+            self._on_fatal(KafkaError(KafkaError._FAIL, reason, fatal=True))
 
     def _set_connected(self, connected: bool) -> None:
         if connected != self.connected:
@@ -476,12 +526,14 @@ class DataPlane:
         await asyncio.to_thread(producer.init_transactions, METADATA_TIMEOUT_S)
         self._producer = producer
         self.fatal = None
+        self._stuck, self.stuck = StuckPartitions(STUCK_AFTER_S), None
         return producer
 
     async def _drained(self) -> None:
-        """Every record reported, the reports served on the loop (before a commit)."""
-        while self.outstanding() and not self._closed.is_set():
-            await self.until(lambda: not self.outstanding(), timeout=1.0)
+        """Every record reported, the reports served on the loop (before a commit); or the
+        transaction is to be aborted (a stuck partition's records would never be reported)."""
+        while self.outstanding() and not self._closed.is_set() and self.txn.abort_reason is None:
+            await self.until(lambda: not self.outstanding() or self.txn.abort_reason is not None, timeout=1.0)
 
     async def commit_loop(self, stopping: Callable[[], bool]) -> None:
         """Commit the open transaction whenever it is due, until ``stopping()`` (nothing with at_least_once)."""
@@ -506,6 +558,20 @@ class DataPlane:
             self._producer.purge()
             self._producer.poll(0)  # serves the purged records' reports, on this thread
         return left
+
+
+class LibrdkafkaLog:
+    """The producer's ``logger``: both engines call ``log(level, "%s [%s] %s", facility, client,
+    message)`` on the loop thread (from ``poll``). Each line goes to the sidecar's librdkafka logger
+    (rate-limited per facility) and, formatted, to ``on_line``."""
+
+    def __init__(self, logger: logging.Logger, on_line: Callable[[str], None]) -> None:
+        self.logger = logger
+        self._on_line = on_line
+
+    def log(self, level: int, msg: str, *args: Any, **kwargs: Any) -> None:
+        self._on_line(msg % args if args else msg)
+        self.logger.log(level, msg, *args, **kwargs)
 
 
 def _librdkafka_facility(record: logging.LogRecord) -> str:

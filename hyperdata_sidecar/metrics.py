@@ -76,7 +76,18 @@ REWRITE_REASONS = ("truncated", "replaced")
 #: another error librdkafka reported, or a fatal one; a topic found with another partition count than
 #: the contract's (``partitions``), a table's records found delivered below where their topic stood
 #: (``offsets``: another incarnation of the topic). The librdkafka error's own name is in the log line, not in a label.
-PRODUCER_ERROR_KINDS = ("hold", "seal", "snapshot", "transport", "login_refused", "client", "fatal", "partitions", "offsets")
+PRODUCER_ERROR_KINDS = (
+    "hold",
+    "seal",
+    "snapshot",
+    "transport",
+    "login_refused",
+    "client",
+    "fatal",
+    "partitions",
+    "offsets",
+    "stuck",
+)
 
 POLL_CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 TXN_CLOSE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)

@@ -81,8 +81,6 @@ class Sidecar:
             on_abort=lambda _reason: readiness.redo_reads(),
             on_fenced=fatal.fenced,
         )
-        self.readiness = readiness = Readiness(settings, metrics, log, broker, writer, txn)
-        self.incidents = incidents = IncidentHistory(metrics, log)
         self.dataplane = dataplane = DataPlane(
             settings,
             log,
@@ -93,6 +91,8 @@ class Sidecar:
             on_error=metrics.producer_error,
             on_fatal=fatal,
         )
+        self.readiness = readiness = Readiness(settings, metrics, log, broker, writer, txn, topics=dataplane)
+        self.incidents = incidents = IncidentHistory(metrics, log)
         self.progress = progress = ProgressTopic(
             progress_topic := self._topic("progress", "json"),
             tables.offsets,

@@ -46,6 +46,7 @@ class ProgressTopic:
         self._metrics = metrics
         self.log = log
         self._barriers: dict[str, asyncio.Future[None]] = {}
+        self.applied: dict[int, int] = {}  # partition -> offset of the last record applied (the agent sets it)
 
     # ------------------------------------------------------------------ sending (the tailers, the start)
 
@@ -85,10 +86,46 @@ class ProgressTopic:
             return None
         return f"waiting for {name}: another worker of app {app.conf.id} holds it (a second worker with the same NODE_ID?)"
 
+    def consumer_view(self) -> dict[str, Any]:
+        """What this worker's consumer knows of each progress partition it holds, for a barrier that
+        waits long: the last offset the agent applied, and the fetch position, high watermark, last
+        stable offset and whether Faust paused the partition or stopped its flow. Read from the
+        consumer's thread without a lock: a snapshot for a log line, nothing decides on it."""
+        app = getattr(self.topic, "app", None)
+        consumer = getattr(app, "consumer", None)
+        view: dict[str, Any] = {"applied": dict(self.applied)}
+        if app is None or consumer is None:
+            return view
+        view["flow_active"] = getattr(consumer, "flow_active", None)
+        view["in_recovery"] = getattr(app, "in_recovery", None)
+        name = self.topic.get_topic_name()
+        paused = {tp.partition for tp in getattr(consumer, "_paused_partitions", ()) if tp.topic == name}
+        kafka = getattr(getattr(consumer, "_thread", None), "_consumer", None)  # aiokafka's, in Faust's thread
+        try:
+            assignment = kafka._subscription.subscription.assignment if kafka is not None else None
+        except AttributeError:  # not subscribed yet
+            assignment = None
+        partitions: dict[int, dict[str, Any]] = {}
+        for tp in consumer.assignment() if assignment is not None else ():
+            if tp.topic != name or assignment is None:
+                continue
+            state = assignment.state_value(tp)
+            partitions[tp.partition] = {
+                "position": getattr(state, "_position", None),
+                "highwater": getattr(state, "highwater", None),
+                "last_stable_offset": getattr(state, "lso", None),
+                "paused": tp.partition in paused or bool(getattr(state, "paused", False)),
+                "status": str(getattr(state, "_status", None)),
+            }
+        view["partitions"] = partitions
+        return view
+
     # ------------------------------------------------------------------ applying (the progress agent)
 
-    async def apply(self, record: dict[str, Any]) -> None:
-        """Apply one progress record to the tables; returns once the tables took it (or the worker stops)."""
+    async def apply(self, record: dict[str, Any], *, partition: int = 0, offset: int = -1) -> None:
+        """Apply one progress record (at ``offset`` of ``partition``) to the tables; returns once the
+        tables took it (or the worker stops)."""
+        self.applied[partition] = offset
         kind = record.get("kind")
         if kind == "checkpoint":
             cursor = record["cursor"]

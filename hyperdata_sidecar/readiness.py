@@ -23,6 +23,12 @@ class ReasonGiver(Protocol):
     def not_ready_reason(self) -> str | None: ...
 
 
+class TopicRefusals(Protocol):
+    """The data plane, as readiness asks which topics it may not write."""
+
+    def refused_topics(self) -> dict[str, str]: ...
+
+
 class StateProblem(Protocol):
     """The state writer, as readiness asks after the state store."""
 
@@ -41,12 +47,15 @@ class Readiness:
         broker: ReasonGiver,
         state: StateProblem,
         transactions: ReasonGiver | None = None,
+        *,
+        topics: TopicRefusals | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
         self.log = log
         self._broker = broker
         self._transactions = transactions
+        self._topics = topics
         self._state = state
         self.lifecycle = Lifecycle()
         self.holds: dict[str, str] = {}  # table -> why it cannot publish now
@@ -107,6 +116,12 @@ class Readiness:
             reasons.append(transactions)
         reasons += [f"{table}: {reason}" for table, reason in sorted(self.node_outputs.items())]
         reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(self.holds.items())]
+        refused = self._topics.refused_topics() if self._topics is not None else {}
+        reasons += [
+            f"may not write {topic}: {why}"
+            for topic, why in refused.items()
+            if not any(reason.startswith(f"{topic}: ") for reason in self.holds.values())
+        ]
         reasons += [
             f"{table}: cannot read the watched tree, keeping its position: {error}"
             for table, error in sorted(self.unreadable.items())

@@ -43,6 +43,7 @@ from hyperdata_sidecar.transactions import TransactionAborted, Transactions
 
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 30.0
 BARRIER_LOOK_S = 1.0  # how often a waiting barrier looks who holds the progress topic
+BARRIER_SLOW_S = 30.0  # a barrier waiting this long logs what the consumer knows, then once per such period
 
 
 class TableSync:
@@ -120,10 +121,20 @@ class TableSync:
     async def _barrier(self) -> None:
         """The progress barrier; while it waits, readiness names a worker holding the progress topic."""
         barrier = asyncio.ensure_future(self.progress.barrier())
+        loop = asyncio.get_running_loop()
+        began = report_at = loop.time()
         try:
             while not barrier.done():
                 self.readiness.syncing_on = self.progress.held_elsewhere()
                 await asyncio.wait({barrier}, timeout=BARRIER_LOOK_S)
+                if not barrier.done() and loop.time() - report_at >= BARRIER_SLOW_S:
+                    report_at = loop.time()
+                    self.log.warning(
+                        "progress_barrier_slow",
+                        waited_s=round(report_at - began, 1),
+                        held_elsewhere=self.readiness.syncing_on,
+                        consumer=self.progress.consumer_view(),
+                    )
         finally:
             self.readiness.syncing_on = None
         await barrier

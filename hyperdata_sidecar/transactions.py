@@ -209,11 +209,26 @@ class Transactions:
         self.abort_reason = reason
         self._wake()
 
+    def replace_producer(self, reason: str) -> bool:
+        """The producer cannot deliver some records, ever (a partition stuck by a librdkafka bug):
+        abort the open transaction without asking that producer, and let a new one take over (its
+        ``init_transactions`` ends the old one's transaction at the broker); the reads are redone.
+        False while another abort is under way (ask again after it)."""
+        if not self.enabled or self._renew is None or self.abort_reason is not None:
+            return False
+        self._expired = TxnError("_STUCK", reason, fatal=True, retriable=False, requires_abort=True)
+        self.record_failed(reason)
+        return True
+
     async def committed_through(self, number: int) -> None:
-        """Return once transaction ``number`` committed; raise :class:`TransactionAborted` if it did not."""
-        while self.enabled and self.committed < number:
+        """Return once transaction ``number`` committed; raise :class:`TransactionAborted` if it did not
+        (also when a later one has committed since: :attr:`committed` is the last committed number,
+        and the numbers of aborted transactions are kept, a few integers per fault)."""
+        while self.enabled:
             if number in self.aborted:
                 raise TransactionAborted(f"transaction {number} was aborted")
+            if self.committed >= number:
+                return
             self.check()
             await self._wait()
 
@@ -272,6 +287,9 @@ class Transactions:
         self.phase = TxnPhase.COMMITTING
         self._wake()
         await self._drain()
+        if self.abort_reason is not None:  # a record that will never be reported (replace_producer)
+            await self.abort(self.abort_reason)
+            return
         error = await self._call("commit_transaction")
         if error is not None:
             await self.abort(f"{error.name}: {error.detail}")

@@ -109,6 +109,15 @@ class TopicGuard:
         found = self._topics.get(topic)
         return found.refusal if found is not None else None
 
+    def refused(self) -> dict[str, Refusal]:
+        """Every topic of the contract that was looked at and may not be written now, with why (a
+        topic not checked against the broker yet is not among them: the connect names that)."""
+        return {
+            topic: found.refusal
+            for topic, found in sorted(self._topics.items())
+            if found.refusal is not None and found.refusal.error_name != TOPIC_UNCHECKED
+        }
+
     def epoch(self, topic: str) -> int:
         """The topic's epoch: how many times it was found writable after not being so."""
         found = self._topics.get(topic)

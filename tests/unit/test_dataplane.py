@@ -216,6 +216,12 @@ class FakeProducer:
         self.refreshed.append(topic)
         return None
 
+    def init_transactions(self, timeout: float) -> None:  # exactly_once: registered, nothing to fence
+        pass
+
+    def begin_transaction(self) -> None:
+        pass
+
 
 class FakeEngine(PythonEngine):
     def producer(self, config: dict[str, Any]) -> Any:
@@ -336,6 +342,78 @@ async def test_the_producers_own_view_of_a_topic_is_followed_every_second(tmp_pa
     assert plane.guard.refusal(ORDERS).name() == TOPIC_MISSING
     assert events(caplog, "topic_missing") == [{"topic": ORDERS, "contract": 6, "seen_by": "producer"}]
     assert errors == ["partitions"]
+
+
+async def test_the_topics_the_door_refuses_are_listed_with_why_once_looked_at(tmp_path, caplog):
+    plane, _, _ = door(tmp_path, orders=1)
+    assert plane.refused_topics() == {}  # nothing looked at yet: the connect names that
+    await plane.connect(list(CONTRACT))
+    assert list(plane.refused_topics()) == [ORDERS]
+    assert plane.refused_topics()[ORDERS].startswith("PARTITION_COUNT (1 partition(s), the contract says 6")
+    plane._config()["stats_cb"](orjson.dumps({"topics": {BOOK: topic_stats(0)}}).decode())
+    assert plane.refused_topics()[BOOK].startswith("TOPIC_MISSING (not in the broker's metadata")
+
+
+@pytest.mark.parametrize("delivery", ["exactly_once", "at_least_once"])
+async def test_a_topic_found_unwritable_aborts_the_open_transaction_at_once_in_exactly_once(tmp_path, caplog, delivery):
+    """Its records in the open transaction cannot be delivered where they belong (a deleted topic's
+    would fail only after TXN_TIMEOUT_MS, holding every table's commit): the transaction is aborted
+    now and the reads redone; at_least_once has no transaction and keeps its records."""
+    plane, _, _ = door(tmp_path, env={"DELIVERY": delivery}, book=1)
+    caplog.set_level(logging.INFO, logger="tests.dataplane")
+    await plane.connect(list(CONTRACT))
+    assert plane.txn.abort_reason is None  # a topic refused at connect: no transaction was open yet
+    plane._config()["stats_cb"](orjson.dumps({"topics": {ORDERS: topic_stats(0)}}).decode())
+    if delivery == "exactly_once":
+        assert plane.txn.abort_reason == f"{ORDERS} may not be written: {TOPIC_MISSING}"
+    else:
+        assert plane.txn.abort_reason is None
+    assert events(caplog, "topic_missing") == [{"topic": ORDERS, "contract": 6, "seen_by": "producer"}]
+
+
+LEADERLESS = "Partition {topic}(bloiRfArRn2mN9a/G7Bczg)[2]: new leader-1 not found in cache"
+
+
+def stuck_stats(topic: str, queued: int) -> str:
+    return orjson.dumps({"topics": {topic: {"partitions": {"2": {"txmsgs": 10, "msgq_cnt": queued}}}}}).decode()
+
+
+def test_a_partition_stuck_by_librdkafkas_leaderless_update_stops_the_worker_in_at_least_once(tmp_path, caplog, monkeypatch):
+    """confluentinc/librdkafka#5430: after the line, the partition never sends again; the line
+    engines hold this producer, so the worker stops and the restart resumes."""
+    monkeypatch.setattr("hyperdata_sidecar.dataplane.STUCK_AFTER_S", 0.0)
+    plane, _changes, errors, fatal = make_counting(tmp_path)
+    caplog.set_level(logging.INFO, logger="tests.dataplane")
+    config = plane._config()
+    config["stats_cb"](stuck_stats(ORDERS, 40))
+    assert not fatal  # a queue that waits is an outage until librdkafka's line names the partition
+    config["logger"].log(logging.WARNING, "%s [%s] %s", "METADATAUPDATE", "client", LEADERLESS.format(topic=ORDERS))
+    config["stats_cb"](stuck_stats(ORDERS, 0))
+    assert not fatal  # nothing waits on it
+    config["stats_cb"](stuck_stats(ORDERS, 40))
+    [error] = fatal
+    assert error.fatal() and "librdkafka#5430" in error.str() and errors == ["stuck"]
+    [stuck] = events(caplog, "producer_stuck")
+    assert (stuck["topic"], stuck["partition"], stuck["records"]) == (ORDERS, 2, 40)
+    config["stats_cb"](stuck_stats(ORDERS, 40))
+    assert len(fatal) == 1 and errors == ["stuck"]  # once
+
+
+async def test_a_stuck_partition_in_exactly_once_aborts_and_a_new_producer_takes_over(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr("hyperdata_sidecar.dataplane.STUCK_AFTER_S", 0.0)
+    plane, errors, _ = door(tmp_path, env={"DELIVERY": "exactly_once"})
+    await plane.connect(list(CONTRACT))
+    caplog.set_level(logging.INFO, logger="tests.dataplane")
+    old = plane._producer
+    config = plane._config()
+    config["logger"].log(logging.WARNING, "%s [%s] %s", "METADATAUPDATE", "client", LEADERLESS.format(topic=BOOK))
+    config["stats_cb"](stuck_stats(BOOK, 5))
+    assert plane.txn.abort_reason is not None and "librdkafka#5430" in plane.txn.abort_reason
+    assert errors == ["stuck"] and plane.stuck is not None
+    await plane._drained()  # the stuck records are never reported: the commit does not wait for them
+    await plane.txn.abort(plane.txn.abort_reason)
+    assert plane._producer is not old and plane.stuck is None  # renewed: watched afresh
+    assert events(caplog, "producer_stuck")[0]["action"] == "a new producer: reads redone"
 
 
 def topic_stats(partitions: int, *, age: int = 1200, desired: int = 0) -> dict:

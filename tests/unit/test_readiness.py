@@ -28,11 +28,21 @@ class State:
     problem: str | None = None
 
 
-def make_readiness(tmp_path: Path, broker: Broker | None = None, state: State | None = None) -> Readiness:
+@dataclass
+class Topics:
+    refused: dict[str, str]
+
+    def refused_topics(self) -> dict[str, str]:
+        return self.refused
+
+
+def make_readiness(
+    tmp_path: Path, broker: Broker | None = None, state: State | None = None, topics: Topics | None = None
+) -> Readiness:
     (tmp_path / "watch").mkdir(exist_ok=True)
     settings = load_settings({"WATCH_DIR": str(tmp_path / "watch"), "NODE_ID": "unit"})
     log = EventLog(logging.getLogger("tests.readiness"))
-    return Readiness(settings, SidecarMetrics(), log, broker or Broker(), state or State())
+    return Readiness(settings, SidecarMetrics(), log, broker or Broker(), state or State(), topics=topics)
 
 
 def running(readiness: Readiness) -> Readiness:
@@ -77,6 +87,25 @@ def test_held_and_unreadable_tables_are_named_in_table_order(tmp_path):
     readiness.hold("node_book", None)
     readiness.hold("node_fills_streaming", None)
     readiness.unreadable.clear()
+    assert readiness.not_ready_reasons() == []
+
+
+def test_a_topic_the_data_plane_refuses_is_named_unless_a_tables_hold_names_it(tmp_path):
+    """exactly_once redoes the reads before a table holds on a deleted topic: readiness names the
+    topic meanwhile; once a table holds on it, the hold says it (once)."""
+    topics = Topics({"hl.orders": "TOPIC_MISSING (gone)", "hl.dlq": "PARTITION_COUNT (1 partition(s), the contract says 3)"})
+    readiness = running(make_readiness(tmp_path, topics=topics))
+    assert readiness.not_ready_reasons() == [
+        "may not write hl.orders: TOPIC_MISSING (gone)",
+        "may not write hl.dlq: PARTITION_COUNT (1 partition(s), the contract says 3)",
+    ]
+    readiness.hold("node_order_statuses_streaming", "hl.orders: TOPIC_MISSING (gone)")
+    assert readiness.not_ready_reasons() == [
+        "node_order_statuses_streaming: cannot publish, keeping its position: hl.orders: TOPIC_MISSING (gone)",
+        "may not write hl.dlq: PARTITION_COUNT (1 partition(s), the contract says 3)",
+    ]
+    topics.refused.clear()
+    readiness.hold("node_order_statuses_streaming", None)
     assert readiness.not_ready_reasons() == []
 
 

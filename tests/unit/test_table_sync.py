@@ -48,6 +48,9 @@ class Progress:
     def held_elsewhere(self) -> str | None:
         return self.holder
 
+    def consumer_view(self) -> dict[str, Any]:
+        return {"applied": {0: 41}, "partitions": {0: {"position": 42, "last_stable_offset": 44}}}
+
 
 @dataclass
 class NodeTables:
@@ -160,6 +163,28 @@ async def test_a_barrier_waiting_for_another_worker_names_it_in_readiness_until_
     p.progress.release.set()
     await starting
     assert p.readiness.syncing_on is None and p.readiness.lifecycle.running
+
+
+async def test_a_barrier_that_waits_long_logs_what_the_consumer_knows_each_period(tmp_path, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    monkeypatch.setattr("hyperdata_sidecar.table_sync.BARRIER_LOOK_S", 0.01)
+    monkeypatch.setattr("hyperdata_sidecar.table_sync.BARRIER_SLOW_S", 0.2)
+    p = syncing(parts(tmp_path))
+    starting = asyncio.ensure_future(p.sync.at_start())
+
+    def slow() -> list[Any]:
+        return [r.fields for r in caplog.records if r.getMessage() == "progress_barrier_slow"]  # type: ignore[attr-defined]
+
+    for _ in range(500):
+        if len(slow()) >= 2:
+            break
+        await asyncio.sleep(0.01)
+    p.progress.release.set()
+    await starting
+    first, second = slow()[:2]
+    assert 0.2 <= first["waited_s"] < second["waited_s"]  # once per period, not before the first
+    assert first["consumer"]["partitions"][0]["last_stable_offset"] == 44 and first["held_elsewhere"] is None
+    assert all(r.levelno == logging.WARNING for r in caplog.records if r.getMessage() == "progress_barrier_slow")
 
 
 async def test_the_start_is_made_once_whichever_table_polls_first(tmp_path):

@@ -213,6 +213,11 @@ async def test_an_abortable_commit_error_aborts_and_the_writers_are_told_until_t
     txn.resume()
     assert txn.phase is TxnPhase.OPEN and txn.number == 2 and producer.calls[-1] == "begin"
     assert await txn.admit(1) == 2
+    await txn.close()
+    assert txn.committed == 2
+    with pytest.raises(TransactionAborted):  # asked late, after a later one committed: still aborted
+        await txn.committed_through(1)
+    await txn.committed_through(2)
 
 
 async def test_a_failed_record_aborts_without_a_commit_once_the_reads_in_flight_end() -> None:
