@@ -162,7 +162,7 @@ class DataPlane:
             )
         producer = self.engine.producer(self._config())
         try:
-            await self.txn.start(producer, self._drained, self._renew)
+            await self.txn.start(producer, self._drained, self._renew, self.check_topics)
         except Exception as exc:
             error = self.engine.txn_error(exc)
             if error is None:
@@ -250,6 +250,21 @@ class DataPlane:
             return error or str(exc)
         self._note(self.guard.checked(topic, count, floors))
         return error
+
+    async def check_topics(self) -> None:
+        """Ask the broker for every topic of the contract and refuse those it lacks or that have
+        another count (before an aborted transaction's reads are redone: a transaction that failed
+        because its topic was deleted would fail again at the redo's first record, and the table
+        must hold on it instead). A topic with the contract's count is left as it is: a held table
+        checks it again before it sends. A broker that cannot be asked changes nothing."""
+        try:
+            counts = await asyncio.to_thread(self.admin.counts, list(self.partitions))
+        except TopicLookFailed as exc:
+            self.log.limited(logging.WARNING, "topic_check_failed", "redo", 60.0, error=str(exc))
+            return
+        for topic, count in counts.items():
+            if count != self.partitions[topic]:
+                self._note(self.guard.checked(topic, count, None))
 
     def suspect(self, topic: str, detail: str) -> None:
         """A table found records of ``topic`` delivered below where the topic stood (another

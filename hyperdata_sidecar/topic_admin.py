@@ -67,6 +67,15 @@ class TopicAdmin:
         }
         return partitions, limits, floors
 
+    def counts(self, topics: list[str]) -> dict[str, int]:
+        """Blocking: each topic's partition count in one metadata request (0: missing)."""
+        try:
+            metadata = self.admin().list_topics(timeout=METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            raise TopicLookFailed(f"broker metadata: {exc.args[0].str() if exc.args else exc}") from exc
+        found = {topic: metadata.topics.get(topic) for topic in topics}
+        return {topic: len(t.partitions) if t is not None and t.error is None else 0 for topic, t in found.items()}
+
     def end_offsets(self, admin: AdminClient, topic: str, count: int) -> dict[int, int]:
         """Blocking: the end offset of each of ``topic``'s ``count`` partitions (asked again for a few
         seconds while the leaders of a topic just created settle)."""

@@ -98,6 +98,7 @@ class Transactions:
         self._producer: Producer | None = None
         self._drain: Callable[[], Awaitable[object]] = _nothing
         self._renew: Callable[[], Awaitable[Producer]] | None = None  # a new producer, after the broker aborted ours
+        self._recheck: Callable[[], Awaitable[object]] = _nothing  # the topics asked again before a redo
         self._in_step = 0
         self._changed = asyncio.Event()
         self._closing = asyncio.Lock()  # one close at a time: the commit loop's, or the stop's
@@ -118,18 +119,21 @@ class Transactions:
         producer: Producer,
         drain: Callable[[], Awaitable[object]],
         renew: Callable[[], Awaitable[Producer]] | None = None,
+        recheck: Callable[[], Awaitable[object]] = _nothing,
     ) -> None:
         """Register the producer with the broker (fencing any earlier one with the same id, and
         aborting what it left open), then begin the first transaction. ``drain()`` returns once every
         record was reported, served on the event loop: a commit is called only then, since
         confluent-kafka's ``commit_transaction`` would run the reports' callbacks on its own thread.
-        Raises what ``init_transactions`` raises when it cannot reach the coordinator (the caller retries)."""
+        ``renew()`` makes a new producer after a fatal error, ``recheck()`` asks the broker for the
+        topics after an abort, before the reads are redone. Raises what ``init_transactions`` raises when it cannot reach the coordinator (the caller retries)."""
         if not self.enabled:
             return
         await asyncio.to_thread(producer.init_transactions, CALL_TIMEOUT_S)
         self._producer = producer
         self._drain = drain
         self._renew = renew
+        self._recheck = recheck
         self.log.info("transactions_started", transactional_id=self.transactional_id, timeout_ms=self.settings.txn_timeout_ms)
         self._begin()
 
@@ -311,6 +315,7 @@ class Transactions:
             await self._call("abort_transaction")  # finds the broker's abort (sets _expired) if there was one
         if self._expired is not None:
             await self._renewed()
+        await self._recheck()  # a topic deleted under the transaction holds its table at the redo
         self.metrics.txn_aborted()
         self.log.warning(
             "transaction_aborted",

@@ -258,8 +258,12 @@ def door(tmp_path, env: dict[str, str] | None = None, limit: int = 8454144, **co
         n = actual.get(topic, 0)
         return n, dict.fromkeys(range(n), 10) if n == CONTRACT[topic] and refused else None
 
+    def counts(topics: list[str]) -> dict[str, int]:
+        return {t: actual.get(t, 0) for t in topics}
+
     plane.admin.describe = describe  # type: ignore[method-assign]
     plane.admin.look = look  # type: ignore[method-assign]
+    plane.admin.counts = counts  # type: ignore[method-assign]
     return plane, errors, []
 
 
@@ -369,6 +373,23 @@ async def test_a_topic_found_unwritable_aborts_the_open_transaction_at_once_in_e
     else:
         assert plane.txn.abort_reason is None
     assert events(caplog, "topic_missing") == [{"topic": ORDERS, "contract": 6, "seen_by": "producer"}]
+
+
+async def test_asked_again_after_an_abort_a_deleted_topic_is_refused_and_one_with_the_contracts_count_left(tmp_path, caplog):
+    plane, _errors = await connected(tmp_path, caplog, orders=1)
+    plane.broker_counts[ORDERS] = 6  # created again right: the held table checks it before it sends
+    plane.broker_counts[BOOK] = 0  # deleted
+    await plane.check_topics()
+    assert plane.guard.refusal(BOOK).name() == TOPIC_MISSING
+    assert plane.guard.refusal(ORDERS).name() == PARTITION_COUNT and plane.guard.refusal(DLQ) is None
+    assert events(caplog, "topic_missing") == [{"topic": BOOK, "contract": 6, "seen_by": "broker"}]
+
+    def unreachable(_topics: list[str]) -> dict[str, int]:
+        raise TopicLookFailed("broker metadata: _TRANSPORT")
+
+    plane.admin.counts = unreachable  # type: ignore[method-assign]
+    await plane.check_topics()
+    assert events(caplog, "topic_check_failed") == [{"error": "broker metadata: _TRANSPORT"}]
 
 
 LEADERLESS = "Partition {topic}(bloiRfArRn2mN9a/G7Bczg)[2]: new leader-1 not found in cache"

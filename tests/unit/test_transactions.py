@@ -220,6 +220,23 @@ async def test_an_abortable_commit_error_aborts_and_the_writers_are_told_until_t
     await txn.committed_through(2)
 
 
+async def test_an_abort_asks_the_broker_for_the_topics_before_the_reads_are_redone() -> None:
+    """A transaction failed because its topic was deleted: the redo must find the topic refused
+    (its table holds), not fail again at its first record."""
+    txn, _clock, aborts, _ = make()
+    producer = Producer()
+    order: list[str] = []
+
+    async def recheck() -> None:
+        order.append(f"recheck, {len(aborts)} redo(s) asked")
+
+    await txn.start(producer, spin, None, recheck)  # type: ignore[arg-type]
+    await txn.admit(1)
+    txn.record_failed("UNKNOWN_TOPIC_OR_PART: the topic was deleted")
+    await txn.close()
+    assert order == ["recheck, 0 redo(s) asked"] and aborts == ["UNKNOWN_TOPIC_OR_PART: the topic was deleted"]
+
+
 async def test_a_failed_record_aborts_without_a_commit_once_the_reads_in_flight_end() -> None:
     txn, _clock, aborts, _ = make()
     producer = await started(txn)
