@@ -272,14 +272,15 @@ class DataPlane:
         self._note(self.guard.suspect(topic, detail))
 
     def _note(self, change: Change | None) -> None:
-        """Log (and count) what a look at a topic changed. With exactly_once a topic that may no
-        longer be written aborts the open transaction at once: its records for that topic cannot be
+        """Log (and count) what a look at a topic changed. With exactly_once a topic that could be
+        written until now and may not be any more aborts the open transaction at once (one already
+        refused has no record in it): its records for that topic cannot be
         delivered where they belong (a deleted topic's would fail only after ``TXN_TIMEOUT_MS``,
         holding every table's commit meanwhile); the reads are redone, and the table of that topic
         holds, named, while the others go on."""
         if change is None:
             return
-        if not change.writable and self._producer is not None:  # at connect no transaction is open yet
+        if change.was_writable and self._producer is not None:  # at connect no transaction is open yet
             refusal = self.guard.refusal(change.topic)
             self.txn.record_failed(f"{change.topic} may not be written: {refusal.error_name if refusal else change.seen_by}")
         if change.writable:

@@ -81,6 +81,7 @@ class Change(NamedTuple):
     seen_by: str
     writable: bool
     epoch: int
+    was_writable: bool = False  # a refusal: the topic could be written until now
 
 
 @dataclass
@@ -166,15 +167,15 @@ class TopicGuard:
         refusal = Refusal(OFFSETS_WENT_BACK, detail)
         if found.refusal is not None and found.refusal.error_name != TOPIC_UNCHECKED:
             return None
-        found.refusal = refusal
-        return Change(topic, found.contract, found.contract, "offsets", False, found.epoch)
+        was_writable, found.refusal = found.refusal is None, refusal
+        return Change(topic, found.contract, found.contract, "offsets", False, found.epoch, was_writable)
 
     def _refuse(self, topic: str, found: _Topic, partitions: int, seen_by: str) -> Change | None:
         refusal = missing(found.contract) if partitions <= 0 else mismatch(partitions, found.contract)
         if refusal == found.refusal:
             return None
-        found.refusal = refusal
-        return Change(topic, max(partitions, 0), found.contract, seen_by, False, found.epoch)
+        was_writable, found.refusal = found.refusal is None, refusal
+        return Change(topic, max(partitions, 0), found.contract, seen_by, False, found.epoch, was_writable)
 
 
 class Moved(NamedTuple):

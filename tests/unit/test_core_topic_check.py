@@ -28,7 +28,7 @@ def test_a_topic_is_not_written_before_it_was_checked_nor_is_a_topic_with_anothe
     guard = TopicGuard({T: 6})
     assert guard.refusal(T).name() == TOPIC_UNCHECKED
     change = guard.checked(T, 1, None)
-    assert change == Change(T, 1, 6, "broker", False, 0)
+    assert change == Change(T, 1, 6, "broker", False, 0, was_writable=False)  # never writable yet
     refusal = guard.refusal(T)
     assert refusal.name() == PARTITION_COUNT and not refusal.fatal()
     assert refusal.str() == "1 partition(s), the contract says 6: nothing is written to it until it has 6"
@@ -45,7 +45,7 @@ def test_the_contracts_count_with_its_end_offsets_makes_a_topic_writable_in_a_ne
 
 def test_a_missing_topic_and_one_back_with_the_contracts_count():
     guard = checked_guard()
-    assert guard.checked(T, 0, None) == Change(T, 0, 6, "broker", False, 1)
+    assert guard.checked(T, 0, None) == Change(T, 0, 6, "broker", False, 1, was_writable=True)
     assert guard.refusal(T).name() == TOPIC_MISSING
     assert guard.checked(T, 6, None) is None  # the count is right but the end offsets are unknown: not yet
     assert guard.refusal(T).name() == TOPIC_MISSING
@@ -56,8 +56,10 @@ def test_a_missing_topic_and_one_back_with_the_contracts_count():
 def test_the_producers_view_makes_a_topic_unwritable_on_a_change_only_and_never_writable():
     guard = checked_guard()
     assert guard.producer_saw(T, 6) is None
-    assert guard.producer_saw(T, 1) == Change(T, 1, 6, "producer", False, 1)
+    assert guard.producer_saw(T, 1) == Change(T, 1, 6, "producer", False, 1, was_writable=True)
     assert guard.refusal(T).name() == PARTITION_COUNT
+    assert guard.producer_saw(T, 0) == Change(T, 0, 6, "producer", False, 1, was_writable=False)  # refused already
+    assert guard.producer_saw(T, 1).was_writable is False
     assert guard.producer_saw(T, 6) is None and guard.refusal(T) is not None  # only the broker's check lets it go
     assert guard.checked(T, 6, {0: 0}) is not None and guard.refusal(T) is None
     # A statistics line still showing the old count (emitted before the check) changes nothing...
@@ -66,14 +68,14 @@ def test_the_producers_view_makes_a_topic_unwritable_on_a_change_only_and_never_
     guard.checked(T, 6, {0: 0})
     assert guard.producer_saw(T, 1) is None and guard.refusal(T) is None
     # ... a new change does.
-    assert guard.producer_saw(T, 0) == Change(T, 0, 6, "producer", False, 2)
+    assert guard.producer_saw(T, 0) == Change(T, 0, 6, "producer", False, 2, was_writable=True)
     assert guard.refusal(T).name() == TOPIC_MISSING
     assert guard.producer_saw("not.in.the.contract", 3) is None
 
 
 def test_a_suspicion_holds_the_topic_until_it_is_checked_again():
     guard = checked_guard()
-    assert guard.suspect(T, "went back") == Change(T, 6, 6, "offsets", False, 1)
+    assert guard.suspect(T, "went back") == Change(T, 6, 6, "offsets", False, 1, was_writable=True)
     assert guard.refusal(T).name() == OFFSETS_WENT_BACK
     assert guard.suspect(T, "again") is None  # already held
     assert guard.checked(T, 6, {0: 4}) == Change(T, 6, 6, "broker", True, 2)

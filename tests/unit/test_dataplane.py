@@ -372,6 +372,10 @@ async def test_a_topic_found_unwritable_aborts_the_open_transaction_at_once_in_e
         assert plane.txn.abort_reason == f"{ORDERS} may not be written: {TOPIC_MISSING}"
     else:
         assert plane.txn.abort_reason is None
+    plane.txn.abort_reason = None
+    plane._config()["stats_cb"](orjson.dumps({"topics": {ORDERS: topic_stats(1)}}).decode())
+    assert plane.guard.refusal(ORDERS).name() == PARTITION_COUNT
+    assert plane.txn.abort_reason is None  # refused already: no record of it in the transaction
     assert events(caplog, "topic_missing") == [{"topic": ORDERS, "contract": 6, "seen_by": "producer"}]
 
 
