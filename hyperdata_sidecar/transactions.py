@@ -45,6 +45,10 @@ from hyperdata_sidecar.metrics import SidecarMetrics
 CALL_TIMEOUT_S = 10.0
 #: How often :meth:`Transactions.run` looks whether the transaction is due when nothing wakes it.
 LOOK_EVERY_S = 0.05
+#: A close that waits this long for the tables to settle asks the broker for the topics (again every
+#: such period): a topic replaced under the producer keeps its records unreported for a while
+#: (librdkafka waits ``topic.metadata.propagation.max.ms``, 30 s, for partitions it does not know).
+SETTLE_LOOK_S = 5.0
 
 
 async def _nothing() -> None:
@@ -280,11 +284,14 @@ class Transactions:
                 await self._close()
 
     async def _close(self) -> None:
-        started = self._clock()
+        started = looked = self._clock()
         self.phase = TxnPhase.CLOSING
         self._wake()
         while self.abort_reason is None and not (self._in_step == 0 and self.quiet()):
             await self._wait()
+            if self._clock() - looked >= SETTLE_LOOK_S:
+                looked = self._clock()
+                await self._recheck()  # a topic found refused aborts the transaction (the data plane's _note)
         if self.abort_reason is not None:
             await self.abort(self.abort_reason)
             return

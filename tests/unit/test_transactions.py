@@ -237,6 +237,36 @@ async def test_an_abort_asks_the_broker_for_the_topics_before_the_reads_are_redo
     assert order == ["recheck, 0 redo(s) asked"] and aborts == ["UNKNOWN_TOPIC_OR_PART: the topic was deleted"]
 
 
+async def test_a_close_that_waits_long_for_the_tables_asks_the_broker_for_the_topics_every_period() -> None:
+    """A topic replaced by a copy under the producer keeps its records unreported for a while: the
+    look at the topics finds it (and aborts, as the data plane's refusal does), the close ends."""
+    txn, clock, aborts, _ = make()
+    producer = Producer()
+    quiet = [False]
+    txn.quiet = lambda: quiet[0]
+    looks: list[float] = []
+
+    async def recheck() -> None:
+        looks.append(clock.now)
+        if len(looks) == 2:
+            txn.record_failed("orders may not be written: PARTITION_COUNT")
+
+    await txn.start(producer, spin, None, recheck)  # type: ignore[arg-type]
+    await txn.admit(1)
+    closing = asyncio.ensure_future(txn.close())
+    await spin()
+    assert not looks
+    clock.now += 4.9
+    await asyncio.sleep(0.1)
+    assert not looks
+    clock.now += 0.2
+    await eventually(lambda: len(looks) == 1)
+    clock.now += 5.0
+    await closing
+    assert [round(t, 1) for t in looks] == [105.1, 110.1, 110.1]  # twice in the close, once at the abort
+    assert aborts == ["orders may not be written: PARTITION_COUNT"] and "commit" not in producer.calls
+
+
 async def test_a_failed_record_aborts_without_a_commit_once_the_reads_in_flight_end() -> None:
     txn, _clock, aborts, _ = make()
     producer = await started(txn)
