@@ -126,6 +126,7 @@ class DataPlane:
         self._closed = asyncio.Event()
         self._stuck = StuckPartitions(STUCK_AFTER_S)  # the producer's, new with every producer
         self.stuck: Stuck | None = None  # the current producer's stuck partition, once found
+        self._confirming: asyncio.Task[None] | None = None  # asking the broker whether it has a leader
         logger = logging.getLogger(LIBRDKAFKA_LOGGER)
         if not any(isinstance(f, RepeatFilter) for f in logger.filters):
             logger.addFilter(RepeatFilter(prefix=LIBRDKAFKA_LOGGER, every_s=60.0, key=_librdkafka_facility))
@@ -494,17 +495,29 @@ class DataPlane:
         for topic, count in producer_partition_counts(parsed).items():
             if topic in self.partitions:
                 self._note(self.guard.producer_saw(topic, count))
-        if self.stuck is None:
+        if self.stuck is None and (self._confirming is None or self._confirming.done()):
             for stuck in self._stuck.stats(parsed, time.monotonic())[:1]:
-                self._producer_stuck(stuck)
+                self._confirming = asyncio.ensure_future(self._confirm_stuck(stuck))
+
+    async def _confirm_stuck(self, stuck: Stuck) -> None:
+        """A candidate is stuck only if the broker names a leader for its partition now: without
+        one (or unreachable) the broker is what keeps the records, and the producer waits for it."""
+        try:
+            leader = await asyncio.to_thread(self.admin.leader, stuck.topic, stuck.partition)
+        except TopicLookFailed:
+            leader = None
+        if leader is None:
+            await asyncio.sleep(STUCK_AFTER_S / 3)  # the next statistics after this ask again
+            return
+        self._producer_stuck(stuck, leader)
 
     def _log_line(self, text: str) -> None:
         """Every line librdkafka logs passes here: the leader-less update line starts a watch."""
         self._stuck.line(text, time.monotonic())
 
-    def _producer_stuck(self, stuck: Stuck) -> None:
-        """A partition stuck by librdkafka's leader-less update bug: its records are never sent, and
-        only a new producer sends them. With exactly_once the open transaction is aborted and a new
+    def _producer_stuck(self, stuck: Stuck, leader: int) -> None:
+        """A partition stuck by librdkafka's leader-less update bug (the broker names its ``leader``,
+        the producer sends it nothing): its records are never sent, and only a new producer sends them. With exactly_once the open transaction is aborted and a new
         producer takes over (its reads are redone); with at_least_once the line engines hold this
         producer, so the worker stops (exit 1) and the restart resumes from the last checkpoint."""
         reason = f"{stuck.topic} [{stuck.partition}]: stuck after a leader-less update (librdkafka#5430)"
@@ -518,6 +531,7 @@ class DataPlane:
             partition=stuck.partition,
             records=stuck.queued,
             quiet_s=round(stuck.quiet_s, 1),
+            broker_leader=leader,
             cause="librdkafka skipped a leader-less metadata update and never sends to the partition again "
             "(confluentinc/librdkafka#5430)",
             action="a new producer: reads redone" if self.txn.enabled else "the worker stops; the restart resumes",
@@ -542,7 +556,7 @@ class DataPlane:
         await asyncio.to_thread(producer.init_transactions, METADATA_TIMEOUT_S)
         self._producer = producer
         self.fatal = None
-        self._stuck, self.stuck = StuckPartitions(STUCK_AFTER_S), None
+        self._stuck, self.stuck, self._confirming = StuckPartitions(STUCK_AFTER_S), None, None
         return producer
 
     async def _drained(self) -> None:

@@ -76,6 +76,16 @@ class TopicAdmin:
         found = {topic: metadata.topics.get(topic) for topic in topics}
         return {topic: len(t.partitions) if t is not None and t.error is None else 0 for topic, t in found.items()}
 
+    def leader(self, topic: str, partition: int) -> int | None:
+        """Blocking: the broker's leader of ``topic``'s ``partition`` (its node id), None when it has none."""
+        try:
+            metadata = self.admin().list_topics(topic=topic, timeout=METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            raise TopicLookFailed(f"broker metadata: {exc.args[0].str() if exc.args else exc}") from exc
+        found = metadata.topics.get(topic)
+        described = found.partitions.get(partition) if found is not None and found.error is None else None
+        return described.leader if described is not None and described.leader >= 0 else None
+
     def end_offsets(self, admin: AdminClient, topic: str, count: int) -> dict[int, int]:
         """Blocking: the end offset of each of ``topic``'s ``count`` partitions (asked again for a few
         seconds while the leaders of a topic just created settle)."""

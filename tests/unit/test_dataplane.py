@@ -264,6 +264,7 @@ def door(tmp_path, env: dict[str, str] | None = None, limit: int = 8454144, **co
     plane.admin.describe = describe  # type: ignore[method-assign]
     plane.admin.look = look  # type: ignore[method-assign]
     plane.admin.counts = counts  # type: ignore[method-assign]
+    plane.admin.leader = lambda _topic, _partition: 1  # type: ignore[method-assign]
     return plane, errors, []
 
 
@@ -403,23 +404,38 @@ def stuck_stats(topic: str, queued: int) -> str:
     return orjson.dumps({"topics": {topic: {"partitions": {"2": {"txmsgs": 10, "msgq_cnt": queued}}}}}).decode()
 
 
-def test_a_partition_stuck_by_librdkafkas_leaderless_update_stops_the_worker_in_at_least_once(tmp_path, caplog, monkeypatch):
-    """confluentinc/librdkafka#5430: after the line, the partition never sends again; the line
-    engines hold this producer, so the worker stops and the restart resumes."""
+async def test_a_partition_stuck_by_librdkafkas_leaderless_update_stops_the_worker_in_at_least_once(
+    tmp_path, caplog, monkeypatch
+):
+    """confluentinc/librdkafka#5430: after the line, the partition never sends again though the
+    broker names its leader; the line engines hold this producer, so the worker stops and the
+    restart resumes. While the broker names no leader (or cannot be asked), the producer waits."""
     monkeypatch.setattr("hyperdata_sidecar.dataplane.STUCK_AFTER_S", 0.0)
     plane, _changes, errors, fatal = make_counting(tmp_path)
+    leaders: list[int | None] = [None, 1]
+    asked: list[tuple[str, int]] = []
+
+    def leader(topic: str, partition: int) -> int | None:
+        asked.append((topic, partition))
+        return leaders.pop(0)
+
+    plane.admin.leader = leader  # type: ignore[method-assign]
     caplog.set_level(logging.INFO, logger="tests.dataplane")
     config = plane._config()
     config["stats_cb"](stuck_stats(ORDERS, 40))
-    assert not fatal  # a queue that waits is an outage until librdkafka's line names the partition
+    assert plane._confirming is None  # a queue that waits is an outage until librdkafka's line names the partition
     config["logger"].log(logging.WARNING, "%s [%s] %s", "METADATAUPDATE", "client", LEADERLESS.format(topic=ORDERS))
     config["stats_cb"](stuck_stats(ORDERS, 0))
-    assert not fatal  # nothing waits on it
+    assert plane._confirming is None  # nothing waits on it
     config["stats_cb"](stuck_stats(ORDERS, 40))
+    await plane._confirming  # no leader at the broker: asked again at the next statistics
+    assert asked == [(ORDERS, 2)] and not fatal and not events(caplog, "producer_stuck")
+    config["stats_cb"](stuck_stats(ORDERS, 40))
+    await plane._confirming
     [error] = fatal
     assert error.fatal() and "librdkafka#5430" in error.str() and errors == ["stuck"]
     [stuck] = events(caplog, "producer_stuck")
-    assert (stuck["topic"], stuck["partition"], stuck["records"]) == (ORDERS, 2, 40)
+    assert (stuck["topic"], stuck["partition"], stuck["records"], stuck["broker_leader"]) == (ORDERS, 2, 40, 1)
     config["stats_cb"](stuck_stats(ORDERS, 40))
     assert len(fatal) == 1 and errors == ["stuck"]  # once
 
@@ -433,6 +449,7 @@ async def test_a_stuck_partition_in_exactly_once_aborts_and_a_new_producer_takes
     config = plane._config()
     config["logger"].log(logging.WARNING, "%s [%s] %s", "METADATAUPDATE", "client", LEADERLESS.format(topic=BOOK))
     config["stats_cb"](stuck_stats(BOOK, 5))
+    await plane._confirming
     assert plane.txn.abort_reason is not None and "librdkafka#5430" in plane.txn.abort_reason
     assert errors == ["stuck"] and plane.stuck is not None
     await plane._drained()  # the stuck records are never reported: the commit does not wait for them
