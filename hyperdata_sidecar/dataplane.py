@@ -72,6 +72,9 @@ RECORD_FRAMING_BYTES = 65536
 #: Connection errors that say the broker is unreachable (counted as kind "transport", logged at most
 #: once per minute each). A refused login (``_AUTHENTICATION``) is not one: it is kind "login_refused".
 TRANSPORT_ERRORS = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_TIMED_OUT", "_SSL"})
+#: How long a producer being replaced is polled for its purged records' reports (both engines queue
+#: them at the purge; the native one's events thread hands them over within milliseconds).
+PURGED_REPORTS_WAIT_S = 1.0
 #: A partition librdkafka's leader-less update bug names (core/stuck_partition.py) that holds records
 #: and sends none for this long is stuck: only a new producer sends them.
 STUCK_AFTER_S = 30.0
@@ -552,6 +555,14 @@ class DataPlane:
         records are dropped (their transaction was aborted)."""
         old = self._connected_producer()
         old.purge()
+        # The purged records' reports are served here, on the loop: nothing polls the old producer
+        # once the new one is in place, and a table's cycle waiting on them would wait for good
+        # (the frozen-worker stall of open finding 5: the redo waited for that tick to end).
+        deadline = time.monotonic() + PURGED_REPORTS_WAIT_S
+        old.poll(0)
+        while len(old) and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_BUSY_S)
+            old.poll(0)
         producer = self.engine.producer(self._config())
         await asyncio.to_thread(producer.init_transactions, METADATA_TIMEOUT_S)
         self._producer = producer

@@ -397,6 +397,44 @@ async def test_asked_again_after_an_abort_a_deleted_topic_is_refused_and_one_wit
     assert events(caplog, "topic_check_failed") == [{"error": "broker metadata: _TRANSPORT"}]
 
 
+class PurgingProducer(FakeProducer):
+    """Keeps each record's delivery callback; ``purge`` fails them all, served by the next ``poll``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[Any] = []
+        self.purged: list[Any] = []
+
+    def produce(self, *args: Any) -> None:
+        super().produce(*args)
+        self.pending.append(args[4])
+
+    def purge(self) -> None:
+        self.purged, self.pending = self.pending, []
+
+    def poll(self, timeout: float = 0) -> int:
+        served, self.purged = self.purged, []
+        for callback in served:
+            callback(KafkaError(KafkaError._PURGE_QUEUE), None)
+        return len(served)
+
+    def __len__(self) -> int:
+        return len(self.pending) + len(self.purged)
+
+
+async def test_a_replaced_producer_serves_its_purged_records_reports_before_it_is_dropped(tmp_path):
+    """Nothing polls the old producer once the new one is in place: a cycle waiting on its
+    records' reports would wait for good, and the redo with it (open finding 5)."""
+    plane, _, _ = door(tmp_path, env={"DELIVERY": "exactly_once"})
+    await plane.connect(list(CONTRACT))
+    old = PurgingProducer()
+    plane._producer = old
+    reports: list[str] = []
+    old.produce(BOOK, b"v", b"BTC", 0, lambda error, _msg: reports.append(error.name()), None, 0, [])
+    new = await plane._renew()
+    assert reports == ["_PURGE_QUEUE"] and len(old) == 0 and plane._producer is new is not old
+
+
 LEADERLESS = "Partition {topic}(bloiRfArRn2mN9a/G7Bczg)[2]: new leader-1 not found in cache"
 
 
