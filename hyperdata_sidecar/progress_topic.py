@@ -93,7 +93,7 @@ class ProgressTopic:
         consumer's thread without a lock: a snapshot for a log line, nothing decides on it."""
         app = getattr(self.topic, "app", None)
         consumer = getattr(app, "consumer", None)
-        view: dict[str, Any] = {"applied": dict(self.applied)}
+        view: dict[str, Any] = {"applied": {str(p): offset for p, offset in self.applied.items()}}  # JSON keys
         if app is None or consumer is None:
             return view
         view["flow_active"] = getattr(consumer, "flow_active", None)
@@ -105,12 +105,12 @@ class ProgressTopic:
             assignment = kafka._subscription.subscription.assignment if kafka is not None else None
         except AttributeError:  # not subscribed yet
             assignment = None
-        partitions: dict[int, dict[str, Any]] = {}
+        partitions: dict[str, dict[str, Any]] = {}
         for tp in consumer.assignment() if assignment is not None else ():
             if tp.topic != name or assignment is None:
                 continue
             state = assignment.state_value(tp)
-            partitions[tp.partition] = {
+            partitions[str(tp.partition)] = {
                 "position": getattr(state, "_position", None),
                 "highwater": getattr(state, "highwater", None),
                 "last_stable_offset": getattr(state, "lso", None),

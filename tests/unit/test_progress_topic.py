@@ -9,11 +9,12 @@ import asyncio
 import logging
 from typing import Any
 
+import orjson
 import pytest
 from aiokafka.errors import KafkaTimeoutError
 
 from hyperdata_sidecar.core.cursor import FileCursor
-from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.logs import EventLog, _JsonFormatter
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.progress_topic import ProgressTopic
 from hyperdata_sidecar.state_writer import StateWriter
@@ -206,3 +207,14 @@ def test_the_progress_topic_held_by_another_worker_is_named() -> None:
     assert host.progress.held_elsewhere() is None
     host.topic.app = None  # type: ignore[attr-defined]  # no app (not installed): nothing to name
     assert host.progress.held_elsewhere() is None
+
+
+async def test_what_the_consumer_knows_is_written_as_a_json_log_line():
+    """The slow barrier's line: a JSON object's keys are strings (orjson refuses others, and the
+    line was lost to a logging error once)."""
+    p = Parts()
+    assert p.progress.consumer_view() == {"applied": {}}  # no app: nothing more to say
+    await p.progress.apply({"kind": "checkpoint", "cursor": CURSOR.to_record()}, partition=3, offset=7)
+    record = logging.LogRecord(LOGGER, logging.WARNING, __file__, 1, "progress_barrier_slow", (), None)
+    record.fields = {"consumer": p.progress.consumer_view()}
+    assert orjson.loads(_JsonFormatter().format(record))["consumer"] == {"applied": {"3": 7}}

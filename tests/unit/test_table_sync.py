@@ -49,7 +49,7 @@ class Progress:
         return self.holder
 
     def consumer_view(self) -> dict[str, Any]:
-        return {"applied": {0: 41}, "partitions": {0: {"position": 42, "last_stable_offset": 44}}}
+        return {"applied": {"0": 41}, "partitions": {"0": {"position": 42, "last_stable_offset": 44}}}
 
 
 @dataclass
@@ -183,7 +183,7 @@ async def test_a_barrier_that_waits_long_logs_what_the_consumer_knows_each_perio
     await starting
     first, second = slow()[:2]
     assert 0.2 <= first["waited_s"] < second["waited_s"]  # once per period, not before the first
-    assert first["consumer"]["partitions"][0]["last_stable_offset"] == 44 and first["held_elsewhere"] is None
+    assert first["consumer"]["partitions"]["0"]["last_stable_offset"] == 44 and first["held_elsewhere"] is None
     assert all(r.levelno == logging.WARNING for r in caplog.records if r.getMessage() == "progress_barrier_slow")
 
 
