@@ -16,6 +16,7 @@ from typing import Any
 
 import faust
 from aiokafka.errors import KafkaError
+from faust.types import TP
 
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.internal_topics import InternalTopic
@@ -47,6 +48,7 @@ class ProgressTopic:
         self.log = log
         self._barriers: dict[str, asyncio.Future[None]] = {}
         self.applied: dict[int, int] = {}  # partition -> offset of the last record applied (the agent sets it)
+        self.barrier_at: tuple[int, int] | None = None  # (partition, offset) of the barrier record awaited
 
     # ------------------------------------------------------------------ sending (the tailers, the start)
 
@@ -66,8 +68,36 @@ class ProgressTopic:
         """Return once every record sent to the topic before this call is applied."""
         token = uuid.uuid4().hex
         reached = self._barriers[token] = asyncio.get_running_loop().create_future()
-        await self.topic.send(key=None, value={"kind": "barrier", "token": token})
-        await reached
+        sent = await self.topic.send(key=None, value={"kind": "barrier", "token": token})
+        written = await sent  # the broker has it: its partition and offset
+        self.barrier_at = (written.partition, written.offset)
+        try:
+            await reached
+        finally:
+            self.barrier_at = None
+
+    async def rewind_if_skipped(self) -> dict[str, int] | None:
+        """The consumer fetched past the awaited barrier record but the agent never applied it (seen
+        after a frozen worker's consumer rejoined the group: Faust dropped records it had fetched, the
+        position at the high watermark, the agent three records behind): seek the partition back to
+        the first record not applied, so it and the records before it are applied (again, in order:
+        each checkpoint sets the file's cursor). What was done, or None when nothing was skipped."""
+        if self.barrier_at is None:
+            return None
+        partition, offset = self.barrier_at
+        applied = self.applied.get(partition)
+        state = self.consumer_view().get("partitions", {}).get(str(partition))
+        position = state.get("position") if state is not None else None
+        if applied is None or applied >= offset or position is None or position <= offset:
+            return None
+        await self.topic.app.consumer.seek(TP(self.topic.get_topic_name(), partition), applied + 1)
+        return {
+            "partition": partition,
+            "barrier_offset": offset,
+            "applied": applied,
+            "position": position,
+            "seek_to": applied + 1,
+        }
 
     def held_elsewhere(self) -> str | None:
         """Why the barrier cannot pass yet, when this worker's consumer holds no partition of the

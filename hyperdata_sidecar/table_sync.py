@@ -135,6 +135,9 @@ class TableSync:
                         held_elsewhere=self.readiness.syncing_on,
                         consumer=self.progress.consumer_view(),
                     )
+                    rewound = await self.progress.rewind_if_skipped()
+                    if rewound is not None:
+                        self.log.warning("progress_rewound", **rewound)
         finally:
             self.readiness.syncing_on = None
         await barrier

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import pytest
@@ -30,10 +30,20 @@ class Topic:
         self.sent: list[tuple[str | None, dict[str, Any]]] = []
         self.refusal: Exception | None = None
 
-    async def send(self, *, key: str | None, value: dict[str, Any]) -> None:
+    async def send(self, *, key: str | None, value: dict[str, Any]) -> asyncio.Future[Written]:
         if self.refusal is not None:
             raise self.refusal
         self.sent.append((key, value))
+        written: asyncio.Future[Written] = asyncio.get_running_loop().create_future()
+        written.set_result(Written(0, len(self.sent) - 1))
+        return written
+
+
+class Written(NamedTuple):
+    """The broker's answer to a send (aiokafka's RecordMetadata, as much as is read of it)."""
+
+    partition: int
+    offset: int
 
 
 class RefusingTable(dict[str, Any]):
@@ -218,3 +228,47 @@ async def test_what_the_consumer_knows_is_written_as_a_json_log_line():
     record = logging.LogRecord(LOGGER, logging.WARNING, __file__, 1, "progress_barrier_slow", (), None)
     record.fields = {"consumer": p.progress.consumer_view()}
     assert orjson.loads(_JsonFormatter().format(record))["consumer"] == {"applied": {"3": 7}}
+
+
+class Consumer:
+    """Faust's consumer, as much as a rewind uses of it."""
+
+    def __init__(self) -> None:
+        self.seeks: list[tuple[Any, int]] = []
+
+    async def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
+async def test_a_barrier_record_the_consumer_fetched_but_never_applied_is_fetched_again():
+    """After a frozen worker's consumer rejoined, Faust dropped records it had fetched: position 94
+    (the high watermark), the agent at 90, the barrier at 93, waiting for good. The rewind seeks back
+    to the first record not applied; it does nothing while the barrier may still come."""
+    p = Parts()
+    consumer = Consumer()
+    p.topic.app = type("App", (), {"consumer": consumer})()  # type: ignore[attr-defined]
+    p.topic.get_topic_name = lambda: "progress"  # type: ignore[attr-defined]
+    position = [94]
+    p.progress.consumer_view = lambda: {"partitions": {"0": {"position": position[0]}}}  # type: ignore[method-assign]
+    for _ in range(93):
+        await p.topic.send(key=PATH, value={"kind": "checkpoint", "cursor": CURSOR.to_record()})
+    waiting = asyncio.ensure_future(p.progress.barrier())
+    await asyncio.sleep(0)
+    assert p.progress.barrier_at == (0, 93)
+    assert await p.progress.rewind_if_skipped() is None  # nothing applied in this process: nothing known
+    await p.progress.apply(p.topic.sent[90][1], partition=0, offset=90)
+    position[0] = 93
+    assert await p.progress.rewind_if_skipped() is None  # not fetched yet: it may still come
+    position[0] = 94
+    assert await p.progress.rewind_if_skipped() == {
+        "partition": 0,
+        "barrier_offset": 93,
+        "applied": 90,
+        "position": 94,
+        "seek_to": 91,
+    }
+    assert [(tp.topic, tp.partition, offset) for tp, offset in consumer.seeks] == [("progress", 0, 91)]
+    for offset in (91, 92, 93):
+        await p.progress.apply(p.topic.sent[offset][1], partition=0, offset=offset)
+    await waiting
+    assert p.progress.barrier_at is None and await p.progress.rewind_if_skipped() is None

@@ -51,6 +51,9 @@ class Progress:
     def consumer_view(self) -> dict[str, Any]:
         return {"applied": {"0": 41}, "partitions": {"0": {"position": 42, "last_stable_offset": 44}}}
 
+    async def rewind_if_skipped(self) -> dict[str, int] | None:
+        return None
+
 
 @dataclass
 class NodeTables:
