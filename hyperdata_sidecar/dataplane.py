@@ -278,10 +278,10 @@ class DataPlane:
     def _note(self, change: Change | None) -> None:
         """Log (and count) what a look at a topic changed. With exactly_once a topic that could be
         written until now and may not be any more aborts the open transaction at once (one already
-        refused has no record in it): its records for that topic cannot be
-        delivered where they belong (a deleted topic's would fail only after ``TXN_TIMEOUT_MS``,
-        holding every table's commit meanwhile); the reads are redone, and the table of that topic
-        holds, named, while the others go on."""
+        refused has no record in it): its records for that topic cannot be delivered where they
+        belong (a deleted topic's would fail only after ``TXN_TIMEOUT_MS``, holding every table's
+        commit meanwhile); the reads are redone, and the table of that topic holds, named, while
+        the others go on."""
         if change is None:
             return
         if change.was_writable and self._producer is not None:  # at connect no transaction is open yet
@@ -520,9 +520,10 @@ class DataPlane:
 
     def _producer_stuck(self, stuck: Stuck, leader: int) -> None:
         """A partition stuck by librdkafka's leader-less update bug (the broker names its ``leader``,
-        the producer sends it nothing): its records are never sent, and only a new producer sends them. With exactly_once the open transaction is aborted and a new
-        producer takes over (its reads are redone); with at_least_once the line engines hold this
-        producer, so the worker stops (exit 1) and the restart resumes from the last checkpoint."""
+        the producer sends it nothing): its records are never sent, and only a new producer sends
+        them. With exactly_once the open transaction is aborted and a new producer takes over (its
+        reads are redone); with at_least_once the line engines hold this producer, so the worker
+        stops (exit 1) and the restart resumes from the last checkpoint."""
         reason = f"{stuck.topic} [{stuck.partition}]: stuck after a leader-less update (librdkafka#5430)"
         if self.txn.enabled and not self.txn.replace_producer(reason):
             return  # an abort is under way: asked again at the next statistics
@@ -556,8 +557,8 @@ class DataPlane:
         old = self._connected_producer()
         old.purge()
         # The purged records' reports are served here, on the loop: nothing polls the old producer
-        # once the new one is in place, and a table's cycle waiting on them would wait for good
-        # (the frozen-worker stall of open finding 5: the redo waited for that tick to end).
+        # once the new one is in place, and a table's cycle waiting on them would keep its tick,
+        # and the redo that waits for the ticks to end, waiting for good.
         deadline = time.monotonic() + PURGED_REPORTS_WAIT_S
         old.poll(0)
         while len(old) and time.monotonic() < deadline:

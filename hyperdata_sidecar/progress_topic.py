@@ -120,7 +120,9 @@ class ProgressTopic:
         """What this worker's consumer knows of each progress partition it holds, for a barrier that
         waits long: the last offset the agent applied, and the fetch position, high watermark, last
         stable offset and whether Faust paused the partition or stopped its flow. Read from the
-        consumer's thread without a lock: a snapshot for a log line, nothing decides on it."""
+        consumer's thread without a lock: a snapshot for a log line and for the rewind's look at the
+        position (a stale position at worst delays the seek, or seeks back once more: the records
+        are applied again in order)."""
         app = getattr(self.topic, "app", None)
         consumer = getattr(app, "consumer", None)
         view: dict[str, Any] = {"applied": {str(p): offset for p, offset in self.applied.items()}}  # JSON keys

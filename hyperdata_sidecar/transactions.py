@@ -130,7 +130,8 @@ class Transactions:
         record was reported, served on the event loop: a commit is called only then, since
         confluent-kafka's ``commit_transaction`` would run the reports' callbacks on its own thread.
         ``renew()`` makes a new producer after a fatal error, ``recheck()`` asks the broker for the
-        topics after an abort, before the reads are redone. Raises what ``init_transactions`` raises when it cannot reach the coordinator (the caller retries)."""
+        topics after an abort, before the reads are redone. Raises what ``init_transactions`` raises
+        when it cannot reach the coordinator (the caller retries)."""
         if not self.enabled:
             return
         await asyncio.to_thread(producer.init_transactions, CALL_TIMEOUT_S)
