@@ -41,10 +41,7 @@ class TopicAdmin:
         """Blocking: partition counts, effective ``max.message.bytes`` and, of each topic with the
         contract's count, its partitions' end offsets."""
         admin = self.admin()
-        try:
-            metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
-        except KafkaException as exc:
-            raise TopicLookFailed(f"broker metadata: {exc.args[0].str() if exc.args else exc}") from exc
+        metadata = _metadata(admin)
         partitions: dict[str, int] = {}
         for topic in topics:
             found = metadata.topics.get(topic)
@@ -69,20 +66,13 @@ class TopicAdmin:
 
     def counts(self, topics: list[str]) -> dict[str, int]:
         """Blocking: each topic's partition count in one metadata request (0: missing)."""
-        try:
-            metadata = self.admin().list_topics(timeout=METADATA_TIMEOUT_S)
-        except KafkaException as exc:
-            raise TopicLookFailed(f"broker metadata: {exc.args[0].str() if exc.args else exc}") from exc
+        metadata = _metadata(self.admin())
         found = {topic: metadata.topics.get(topic) for topic in topics}
         return {topic: len(t.partitions) if t is not None and t.error is None else 0 for topic, t in found.items()}
 
     def leader(self, topic: str, partition: int) -> int | None:
         """Blocking: the broker's leader of ``topic``'s ``partition`` (its node id), None when it has none."""
-        try:
-            metadata = self.admin().list_topics(topic=topic, timeout=METADATA_TIMEOUT_S)
-        except KafkaException as exc:
-            raise TopicLookFailed(f"broker metadata: {exc.args[0].str() if exc.args else exc}") from exc
-        found = metadata.topics.get(topic)
+        found = _metadata(self.admin(), topic).topics.get(topic)
         described = found.partitions.get(partition) if found is not None and found.error is None else None
         return described.leader if described is not None and described.leader >= 0 else None
 
@@ -136,3 +126,12 @@ class TopicAdmin:
             "allow.auto.create.topics": False,
             **self.settings.security.librdkafka_config(),
         }
+
+
+def _metadata(admin: AdminClient, topic: str | None = None) -> Any:
+    """Blocking: the broker's metadata (of ``topic`` only, when given; a ``ClusterMetadata``);
+    :class:`TopicLookFailed` when the broker cannot be asked."""
+    try:
+        return admin.list_topics(topic=topic, timeout=METADATA_TIMEOUT_S)
+    except KafkaException as exc:
+        raise TopicLookFailed(f"broker metadata: {exc.args[0].str() if exc.args else exc}") from exc
