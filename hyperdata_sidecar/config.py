@@ -55,6 +55,7 @@ DEFAULTS: dict[str, str] = {
     "BACKUP_MAX_BYTES_PER_S": "0",
     "NODE_ID": "",
     "NODE_ID_REQUIRED": "false",
+    "STREAM_ID": "",
     "WEB_BIND": "127.0.0.1",
     "WEB_PORT": "6066",
     "LAG_WARN_SECONDS": "30",
@@ -192,6 +193,7 @@ class Settings:
     node_id: str
     node_id_from_host_name: bool  # NODE_ID was not set
     node_id_required: bool
+    stream_id: str | None  # several sidecars (one per node host) publish one stream; None: this one alone
     web_bind: str
     web_port: int
     lag_warn_seconds: float
@@ -246,6 +248,7 @@ class Settings:
             "backup_dir": str(self.backup_dir),
             "backup_max_tries": self.backup_max_tries,
             "node_id": self.node_id,
+            **({"stream_id": self.stream_id} if self.stream_id else {}),
             "web": f"{self.web_bind}:{self.web_port}",
             "engine": self.engine,
             "delivery": self.delivery,
@@ -331,6 +334,7 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         node_id=_node_id(raw["NODE_ID"]),
         node_id_from_host_name=not raw["NODE_ID"].strip(),
         node_id_required=_bool(raw, "NODE_ID_REQUIRED"),
+        stream_id=_stream_id(raw),
         web_bind=_nonempty(raw, "WEB_BIND"),
         web_port=_port(raw, "WEB_PORT"),
         lag_warn_seconds=_positive_int(raw, "LAG_WARN_SECONDS"),
@@ -479,6 +483,20 @@ def _node_id(value: str) -> str:
     if not all(c.isalnum() or c in "-_." for c in node):
         raise ConfigError("NODE_ID", f"may only contain letters, digits, '-', '_' and '.' (got {node!r})")
     return node
+
+
+def _stream_id(raw: Mapping[str, str]) -> str | None:
+    stream = raw["STREAM_ID"].strip()
+    if not stream:
+        return None
+    if not all(c.isalnum() or c in "-_." for c in stream):
+        raise ConfigError("STREAM_ID", f"may only contain letters, digits, '-', '_' and '.' (got {stream!r})")
+    if _choice(raw, "DELIVERY", DELIVERY_CHOICES) != "exactly_once":
+        # The stream's transactional.id is what fences a former active before the new one's first record.
+        raise ConfigError(
+            "STREAM_ID", "needs DELIVERY=exactly_once: a new active fences the old one with the stream's transactional.id"
+        )
+    return stream
 
 
 def check_runtime(settings: Settings) -> None:

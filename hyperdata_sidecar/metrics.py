@@ -25,6 +25,10 @@ PREFIX = "hyperdata_sidecar_"
 #: Prometheus type: the one list the tests check the registry and every name written in the
 #: repository (alerts, dashboard, docs, tests) against.
 EXPORTED: dict[str, str] = {
+    "hyperdata_sidecar_stream_active": "gauge",
+    "hyperdata_sidecar_stream_members": "gauge",
+    "hyperdata_sidecar_stream_elections_total": "counter",
+    "hyperdata_sidecar_stream_disagreements_total": "counter",
     "hyperdata_sidecar_lines_published_total": "counter",
     "hyperdata_sidecar_bytes_read_total": "counter",
     "hyperdata_sidecar_publish_lag_seconds": "gauge",
@@ -244,6 +248,21 @@ class SidecarMetrics:
             "snapshot_age_seconds", "Seconds since the newest node snapshot seen was last modified (0 before any)."
         )
         self._snapshot_age.set_function(lambda: self._lag_since(self._newest_snapshot_mtime))
+        self._stream_active = gauge(
+            "stream_active",
+            "STREAM_ID: 1 while this sidecar is its stream's active, 0 while it stands by (absent without STREAM_ID).",
+        )
+        self._stream_members = gauge(
+            "stream_members", "STREAM_ID: sidecars in the stream's leadership group at its last election (this one included)."
+        )
+        self._stream_elections = counter(
+            "stream_elections_total", "STREAM_ID: times this sidecar was elected its stream's active."
+        )
+        self._stream_disagreements = counter(
+            "stream_disagreements_total",
+            "STREAM_ID: looks at a table's handover point where this node's files hold another event than the stream's line.",
+            table,
+        )
         self._engine_info = gauge(
             "engine_info",
             "1 for the line engine in use (native or python) and its version; absent until the worker chose.",
@@ -362,6 +381,16 @@ class SidecarMetrics:
         self._engine_info.labels(engine, version).set(1)
 
     # -- seals and backups -----------------------------------------------------------------
+
+    def stream_role(self, active: bool, members: int) -> None:
+        self._stream_active.set(1 if active else 0)
+        self._stream_members.set(members)
+
+    def stream_elected(self) -> None:
+        self._stream_elections.inc()
+
+    def stream_disagreement(self, table: str) -> None:
+        self._stream_disagreements.labels(table).inc()
 
     def seal_emitted(self, table: str, latency_seconds: float) -> None:
         """One seal published, ``latency_seconds`` after its file was finalized."""

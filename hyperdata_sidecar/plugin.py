@@ -31,6 +31,7 @@ from hyperdata_sidecar.dataplane import DataPlane
 from hyperdata_sidecar.engines import Engine, EngineUnavailable, select
 from hyperdata_sidecar.incidents import IncidentHistory
 from hyperdata_sidecar.internal_topics import InternalTopic
+from hyperdata_sidecar.leadership import Leadership, stream_topic_name
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.node_tables import NodeTables
@@ -43,6 +44,8 @@ from hyperdata_sidecar.shutdown import Shutdown
 from hyperdata_sidecar.snapshot_offsets import SnapshotOffsets
 from hyperdata_sidecar.snapshots import SnapshotAnnouncements, SnapshotWatcher
 from hyperdata_sidecar.state_writer import StateTables, StateWriter, reopen_rocksdb
+from hyperdata_sidecar.stream_handover import StreamHandover
+from hyperdata_sidecar.stream_positions import StreamPositions
 from hyperdata_sidecar.table_backlogs import TableBacklogs
 from hyperdata_sidecar.table_sync import TableSync
 from hyperdata_sidecar.tailer import TailerRooms
@@ -72,12 +75,17 @@ class Sidecar:
         self.state_writer = writer = StateWriter(metrics, log, str(settings.state_path), shutdown.pause, reopen_rocksdb)
         self.broker = broker = BrokerLink(settings, metrics, log, shutdown)
         fatal = FatalProducer(app)
+        stream = settings.stream_id
+        self.leadership = leadership = (
+            Leadership(settings, metrics, log, client_id=f"{app.conf.id}-stream", on_demoted=fatal.demoted) if stream else None
+        )
         self.transactions = txn = Transactions(
             settings,
             engine,
             metrics,
             log,
-            transactional_id=f"{app.conf.id}-sidecar",
+            # A stream's sidecars share one: the new active's init_transactions fences the former one.
+            transactional_id=f"{stream_topic_name(stream)}-data" if stream else f"{app.conf.id}-sidecar",
             on_abort=lambda _reason: readiness.redo_reads(),
             on_fenced=fatal.fenced,
         )
@@ -91,7 +99,8 @@ class Sidecar:
             on_error=metrics.producer_error,
             on_fatal=fatal,
         )
-        self.readiness = readiness = Readiness(settings, metrics, log, broker, writer, txn, topics=dataplane)
+        self.readiness = readiness = Readiness(settings, metrics, log, broker, writer, txn, topics=dataplane, stream=leadership)
+        positions = StreamPositions(settings, stream_topic_name(stream), dataplane) if stream else None
         self.incidents = incidents = IncidentHistory(metrics, log)
         self.progress = progress = ProgressTopic(
             progress_topic := self._topic("progress", "json"),
@@ -115,7 +124,9 @@ class Sidecar:
         self.watcher = SnapshotWatcher(
             settings, self.node_tables, SnapshotOffsets(settings, dataplane, log), self.announcements, progress, metrics, log
         )
-        rooms = TailerRooms(engine, dataplane, progress, rotations, writer, incidents, readiness, shutdown, metrics, log)
+        rooms = TailerRooms(
+            engine, dataplane, progress, rotations, writer, incidents, readiness, shutdown, metrics, log, positions
+        )
         self.sync = TableSync(
             settings,
             progress=progress,
@@ -131,6 +142,7 @@ class Sidecar:
             shutdown=shutdown,
             metrics=metrics,
             log=log,
+            handover=StreamHandover(settings, positions, readiness, shutdown, metrics, log) if positions else None,
         )
         self.once = PublishOnce(dataplane, settings, readiness.lifecycle, shutdown, metrics, log)
         self.backup_worker = BackupWorker(
@@ -157,8 +169,11 @@ class Sidecar:
             self.backlogs,
             self.watcher,
             self.backup_worker,
+            leadership,
         )
-        self.runtime = Runtime(settings, broker, dataplane, readiness, self.node_tables, self.sync, self.watcher, shutdown, log)
+        self.runtime = Runtime(
+            settings, broker, dataplane, readiness, self.node_tables, self.sync, self.watcher, shutdown, log, leadership
+        )
 
     def install(self) -> None:
         """Register the agents, the runtime and the pages on the app (once, before the worker starts)."""

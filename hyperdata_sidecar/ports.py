@@ -90,6 +90,11 @@ class BackupsView(Protocol):
         """The progress of the backup attempt running now (attempts run one at a time), or None."""
 
 
+class StreamView(Protocol):
+    def status(self) -> dict[str, Any]:
+        """STREAM_ID: the stream, this sidecar's role and term, the active's node, the members."""
+
+
 @dataclass(frozen=True)
 class SidecarView:
     """The read model the web views are built on. Reading it never changes anything."""
@@ -107,3 +112,4 @@ class SidecarView:
     backlogs: BacklogsView
     snapshots: SnapshotsView
     backups: BackupsView
+    stream: StreamView | None = None  # STREAM_ID: the leadership room

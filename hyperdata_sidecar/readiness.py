@@ -49,6 +49,7 @@ class Readiness:
         transactions: ReasonGiver | None = None,
         *,
         topics: TopicRefusals | None = None,
+        stream: ReasonGiver | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
@@ -56,12 +57,14 @@ class Readiness:
         self._broker = broker
         self._transactions = transactions
         self._topics = topics
+        self._stream = stream  # STREAM_ID: the leadership group's consumer
         self._state = state
         self.lifecycle = Lifecycle()
         self.holds: dict[str, str] = {}  # table -> why it cannot publish now
         self.node_outputs: dict[str, str] = {}  # table -> the other output layout the node writes it in
         self.syncing_on: str | None = None  # syncing: what the progress barrier waits for, when it is named
         self.unreadable: dict[str, str] = {}  # table -> the error of its last poll, while its polls fail
+        self.handover: dict[str, str] = {}  # STREAM_ID, taking over: table -> why it cannot continue the stream yet
 
     def move_to(self, phase: Phase) -> None:
         """Move the lifecycle to ``phase`` (an illegal move raises) and write readiness."""
@@ -109,12 +112,17 @@ class Readiness:
         if self.syncing_on is not None and self.lifecycle.phase is Phase.SYNCING:
             reasons.append(self.syncing_on)
         broker = self._broker.not_ready_reason()
-        if broker is not None and self.lifecycle.phase is not Phase.STOPPING:
-            reasons.append(broker)
+        if broker is not None and self.lifecycle.phase not in (Phase.STOPPING, Phase.STANDBY):
+            reasons.append(broker)  # a standby connects its producer once elected
+        stream = self._stream.not_ready_reason() if self._stream is not None else None
+        if stream is not None:
+            reasons.append(stream)
         transactions = self._transactions.not_ready_reason() if self._transactions is not None else None
         if transactions is not None:
             reasons.append(transactions)
         reasons += [f"{table}: {reason}" for table, reason in sorted(self.node_outputs.items())]
+        if self.lifecycle.phase is Phase.SYNCING:
+            reasons += [f"{table}: {reason}" for table, reason in sorted(self.handover.items())]
         reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(self.holds.items())]
         refused = self._topics.refused_topics() if self._topics is not None else {}
         reasons += [

@@ -23,9 +23,10 @@ from hyperdata_sidecar.config import ConfigError, Settings, check_runtime
 from hyperdata_sidecar.core.lifecycle import Phase
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.dataplane import DataPlane
+from hyperdata_sidecar.leadership import Leadership
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.node_tables import NodeTables
-from hyperdata_sidecar.publishing import STOP_GRACE_S
+from hyperdata_sidecar.publishing import STOP_GRACE_S, Abandoned
 from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.shutdown import STOP_CHECK_S, Shutdown
 from hyperdata_sidecar.snapshots import SnapshotWatcher
@@ -49,10 +50,12 @@ class Runtime(NamedTuple):
     watcher: SnapshotWatcher
     shutdown: Shutdown
     log: EventLog
+    leadership: Leadership | None = None  # STREAM_ID: the stream's group, which elects the active
 
 
 class SidecarRuntime(Service):
-    """Connects the data plane once the app is up (tables recovered) and closes it on shutdown."""
+    """Connects the data plane once the app is up (tables recovered) and closes it on shutdown. A
+    sidecar of a stream (``STREAM_ID``) joins the stream's group first and stands by until elected."""
 
     runtime: Runtime
 
@@ -64,6 +67,23 @@ class SidecarRuntime(Service):
             runtime.log.error("config_error", setting=exc.setting, error=str(exc))
             await self.crash(exc)
             return
+        leadership = runtime.leadership
+        if leadership is None:
+            await self._connect()
+            return
+        runtime.readiness.move_to(Phase.STANDBY)
+        self.add_future(leadership.run(runtime.shutdown.pause))
+        self.add_future(self._when_elected(leadership))
+
+    async def _when_elected(self, leadership: Leadership) -> None:
+        await leadership.elected()
+        if not self.runtime.shutdown.stopping:
+            await self._connect()
+
+    async def _connect(self) -> None:
+        """Connect the data plane (with ``STREAM_ID``, its ``init_transactions`` fences the former
+        active) and serve it; the first poll then syncs the tables."""
+        runtime = self.runtime
         runtime.readiness.move_to(Phase.CONNECTING)
         if await runtime.broker.connect(runtime.dataplane):
             runtime.readiness.move_to(Phase.SYNCING)
@@ -72,6 +92,8 @@ class SidecarRuntime(Service):
 
     async def on_stop(self) -> None:
         await stop(self.runtime)
+        if self.runtime.leadership is not None:
+            await self.runtime.leadership.leave()  # after the data path: a standby is elected at once
 
 
 async def stop(runtime: Runtime) -> None:
@@ -114,6 +136,8 @@ def _install_poll_loop(app: faust.App, runtime: Runtime, table: str) -> None:
                     await runtime.node_tables.tick(table)
             except TransactionAborted:
                 pass  # exactly_once: the syncing phase redoes the reads (TableSync.at_start, next poll)
+            except Abandoned:
+                pass  # the worker stops (a stream's handover was waiting)
             except Exception as exc:
                 # Unknown state in memory: stop the worker rather than go on from it. A restart
                 # resumes from the last checkpoint, which never covers unacknowledged lines.
@@ -160,6 +184,11 @@ class FatalProducer:
 
     def __call__(self, error: confluent_kafka.KafkaError) -> None:
         self._stop(confluent_kafka.KafkaException(error))
+
+    def demoted(self, reason: str) -> None:
+        """STREAM_ID: the stream's group elected another sidecar (its ``init_transactions`` fences
+        this one's producer): the worker stops, and its restart stands by."""
+        self._stop(RuntimeError(f"no longer the stream's active: {reason}"))
 
     def fenced(self, reason: str) -> None:
         """exactly_once: another producer took this worker's ``transactional.id`` (a second worker

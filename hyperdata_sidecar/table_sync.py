@@ -2,7 +2,8 @@
 
 At start (the first poll after the runtime connected, :meth:`TableSync.at_start`) the offsets table
 must hold every checkpoint sent before this process: the progress topic's barrier waits for that.
-Then the tailers are built from the stored cursors, the finalized files whose seal or backup is not
+Then the tailers are built from the stored cursors (with ``STREAM_ID``, moved to the stream's
+committed position first: :class:`~hyperdata_sidecar.stream_handover.StreamHandover`), the finalized files whose seal or backup is not
 recorded are handed to the agents again, as are the published snapshots whose backup is not done,
 the snapshot watcher takes what was announced, and the worker runs.
 
@@ -38,6 +39,7 @@ from hyperdata_sidecar.rotations import Rotations
 from hyperdata_sidecar.shutdown import Shutdown
 from hyperdata_sidecar.snapshots import SnapshotAnnouncements, SnapshotWatcher
 from hyperdata_sidecar.state_writer import StateTables
+from hyperdata_sidecar.stream_handover import StreamHandover
 from hyperdata_sidecar.tailer import TailerRooms
 from hyperdata_sidecar.transactions import TransactionAborted, Transactions
 
@@ -66,8 +68,10 @@ class TableSync:
         shutdown: Shutdown,
         metrics: SidecarMetrics,
         log: EventLog,
+        handover: StreamHandover | None = None,
     ) -> None:
         self.settings = settings
+        self.handover = handover  # STREAM_ID: where the stream's position puts each table
         self.progress = progress
         self.tables = tables
         self.node_tables = node_tables
@@ -102,6 +106,8 @@ class TableSync:
             stored: dict[str, dict[str, FileCursor]] = {spec.dir_name: {} for spec in TABLES}
             for path, record in self.tables.offsets.items():
                 stored.setdefault(path.split("/", 1)[0], {})[path] = FileCursor.from_record(record)
+            if self.handover is not None:
+                stored = await self.handover.resume(stored)
             self.node_tables.start(self.tailer_rooms, stored)
             await self.rotations.hand_over((c for files in stored.values() for c in files.values()), Occasion.START)
             await self.announcements.resend_unbacked()

@@ -44,6 +44,7 @@ from hyperdata_sidecar.publishing import Abandoned, Publisher, PublishFlow
 from hyperdata_sidecar.reader import HourFileReader
 from hyperdata_sidecar.redelivery import Redelivery
 from hyperdata_sidecar.scanner import DatedTree, newest_hour
+from hyperdata_sidecar.stream_positions import StreamPositions
 from hyperdata_sidecar.tailer_events import Holds, Incidents, TailerEvents
 
 __all__ = ["Abandoned", "TableTailer", "TailerRooms"]
@@ -106,6 +107,7 @@ class TailerRooms(NamedTuple):
     shutdown: Stopping
     metrics: SidecarMetrics
     log: EventLog
+    positions: StreamPositions | None = None  # STREAM_ID: the stream's position records
 
 
 class TableTailer:
@@ -115,6 +117,7 @@ class TableTailer:
         self.spec = spec
         self.settings = settings
         self.progress, self.rotations, self.state, self.shutdown = rooms.progress, rooms.rotations, rooms.state, rooms.shutdown
+        self.positions = rooms.positions
         self.table = spec.dir_name
         publisher = rooms.publisher
         topic, dlq = settings.topic_for(spec), settings.topic_dlq
@@ -408,6 +411,8 @@ class TableTailer:
             self.published_block = max(cursor.last_block, self.published_block or cursor.last_block)
         self.events.committed(tail.path, cycle.tally)
         await self.progress.checkpoint(cursor)
+        if self.positions is not None and cycle.tally.lines:
+            await self.positions.note(self.table, cursor, cycle.tally.last_line)
         if not len(self.window):
             self.flow.txn.settled()
 

@@ -6,9 +6,10 @@ import enum
 
 
 class Phase(str, enum.Enum):
-    """Where the runtime is. Only :data:`RUNNING` can be ready."""
+    """Where the runtime is. Only :data:`RUNNING` and :data:`STANDBY` can be ready."""
 
     STARTING = "starting"  # installed; Faust starts and recovers the tables (the standalone app may wait for the broker first)
+    STANDBY = "standby"  # STREAM_ID: another sidecar of the stream is active; this one waits to be elected, publishing nothing
     CONNECTING = "connecting"  # applying the topic contract and connecting the data-plane producer, retrying the broker
     SYNCING = "syncing"  # connected; waiting for every earlier checkpoint to reach the offsets table, then building the tailers
     RUNNING = "running"  # the tailers publish
@@ -16,14 +17,15 @@ class Phase(str, enum.Enum):
 
 
 MOVES: dict[Phase, frozenset[Phase]] = {
-    Phase.STARTING: frozenset({Phase.CONNECTING, Phase.STOPPING}),
+    Phase.STARTING: frozenset({Phase.STANDBY, Phase.CONNECTING, Phase.STOPPING}),
+    Phase.STANDBY: frozenset({Phase.CONNECTING, Phase.STOPPING}),
     Phase.CONNECTING: frozenset({Phase.SYNCING, Phase.STOPPING}),
     Phase.SYNCING: frozenset({Phase.RUNNING, Phase.STOPPING}),
     Phase.RUNNING: frozenset({Phase.SYNCING, Phase.STOPPING}),
     Phase.STOPPING: frozenset(),
 }
-"""Allowed moves: forward one phase at a time, or to stopping from anywhere (once); and back from
-running to syncing when an aborted transaction's reads are redone (``DELIVERY=exactly_once``)."""
+"""Allowed moves: forward one phase at a time (standby only for a sidecar of a stream, until it is
+elected), or to stopping from anywhere (once); and back from running to syncing when an aborted transaction's reads are redone (``DELIVERY=exactly_once``)."""
 
 
 class Lifecycle:
@@ -48,9 +50,11 @@ class Lifecycle:
         return self.phase is Phase.RUNNING
 
     def not_running_reason(self) -> str | None:
-        """Why the runtime is not running yet (for readiness), or None when it runs."""
+        """Why the runtime is not running yet (for readiness), or None when it runs or stands by
+        (a standby of a stream does its job: it is ready to take over)."""
         return {
             Phase.STARTING: "tables not recovered yet",
+            Phase.STANDBY: None,
             Phase.CONNECTING: "connecting to Kafka (topic contract, data-plane producer)",
             Phase.SYNCING: "tables not recovered yet (waiting for earlier checkpoints)",
             Phase.RUNNING: None,

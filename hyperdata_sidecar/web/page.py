@@ -87,6 +87,14 @@ def render_page(status: SidecarStatus) -> str:
 # ---------------------------------------------------------------------- sections
 
 
+def _stream(stream: dict[str, Any] | None) -> str:
+    """`` · stream <id>: <role>`` with the active and the members, for a sidecar of a stream."""
+    if stream is None:
+        return ""
+    members = ", ".join(stream["members"]) or "none known yet"
+    return f" · stream {_e(stream['stream'])}: <b>{_e(stream['role'])}</b> (active {_e(stream['active'] or '?')}; members {_e(members)})"
+
+
 def _header(status: SidecarStatus) -> str:
     ready = _badge("READY", "ok") if status.ready else _badge("NOT READY", "bad")
     broker = _badge("broker connected", "ok") if status.broker_connected else _badge("broker unreachable", "bad")
@@ -94,6 +102,7 @@ def _header(status: SidecarStatus) -> str:
     return (
         f"<header><h1>hyperdata-sidecar</h1>{ready}{broker}"
         f'<span class="meta">node {_e(status.node)} · app {_e(status.app_id)} · engine {_e(status.engine.label())}'
+        f"{_stream(status.stream)}"
         f" · up {_e(duration(status.now - status.started_at))}"
         f" · updated {updated} UTC</span>"
         f'<span id="stale" class="badge warn">refresh failed: showing the last good data</span></header>'

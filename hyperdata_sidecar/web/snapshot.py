@@ -138,6 +138,7 @@ def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStat
     reasons = view.readiness.not_ready_reasons()
     thresholds = Thresholds(view.settings.lag_warn_seconds, view.settings.lag_warn_bytes)
     engine = view.engine
+    stream = view.stream.status() if view.stream is not None else None
     return SidecarStatus(
         node=view.settings.node_id,
         app_id=view.app_id,
@@ -167,6 +168,8 @@ def status(view: SidecarView, rates: LineRates, history: History) -> SidecarStat
         engine=EngineInfo.of(engine),
         backup_running=running_backup(view),
         backups_parked=parked_backups(backed_up),
+        role=stream["role"] if stream is not None else "active",
+        stream=stream,
     )
 
 

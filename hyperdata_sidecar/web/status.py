@@ -156,6 +156,8 @@ class SidecarStatus:
     catch_up: str | None = None  # one line while a table is catching up (see catch_up_line)
     backup_running: RunningBackup | None = None  # None between backup attempts
     backups_parked: list[dict[str, Any]] = field(default_factory=list)  # every parked backup, oldest first
+    role: str = "active"  # a sidecar alone publishes; with STREAM_ID, "active" or "standby"
+    stream: dict[str, Any] | None = None  # STREAM_ID: the stream, the term, the active's node, the members
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,109 @@
+"""Which sidecar of a stream is active: the election a Kafka group runs, without I/O.
+
+Every sidecar of a stream (``STREAM_ID``) joins one consumer group on the stream's one-partition
+topic (:mod:`hyperdata_sidecar.leadership`). At every rebalance the group's leader member runs the
+assignor, which calls :func:`elect` with what each member said when it joined (its :class:`Claim`);
+the member given the partition is the stream's active, and every member learns the outcome
+(:class:`Verdict`) with its assignment. The election is sticky: an active that is still a member
+keeps the stream, so a standby that starts, restarts or rejoins never takes it over.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import NamedTuple, TypeGuard
+
+import orjson
+
+
+class Role(str, enum.Enum):
+    """A sidecar's part in its stream."""
+
+    ACTIVE = "active"  # publishes the stream's data, dead letters, seals and snapshot events
+    STANDBY = "standby"  # publishes nothing; takes over when the group elects it
+
+
+class Claim(NamedTuple):
+    """What a member says when it joins: its node, the term it is active in (0: not active), and the
+    highest term it has learned of (so a new term is higher than every earlier one)."""
+
+    node: str
+    term: int = 0
+    seen: int = 0
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"node": self.node, "term": self.term, "seen": self.seen})
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> Claim | None:
+        """The claim in ``data``, or None for a member that said nothing this version reads (it is
+        never elected)."""
+        try:
+            value = orjson.loads(data or b"")
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        node, term, seen = value.get("node"), value.get("term"), value.get("seen", 0)
+        if not isinstance(node, str) or not node or not _count(term) or not _count(seen):
+            return None
+        return cls(node, term, seen)
+
+
+class Verdict(NamedTuple):
+    """An election's outcome, sent to every member with its assignment: the active's node and term,
+    and every member's node (sorted)."""
+
+    active: str | None
+    term: int
+    members: tuple[str, ...]
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"active": self.active, "term": self.term, "members": list(self.members)})
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> Verdict | None:
+        try:
+            value = orjson.loads(data or b"")
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        active, term, members = value.get("active"), value.get("term"), value.get("members")
+        if not (active is None or isinstance(active, str)) or not isinstance(term, int) or not isinstance(members, list):
+            return None
+        return cls(active, term, tuple(str(m) for m in members))
+
+
+class Election(NamedTuple):
+    """Who :func:`elect` chose (a member id, None when no member can be) and what every member is told."""
+
+    member: str | None
+    verdict: Verdict
+
+
+def elect(claims: Mapping[str, Claim | None]) -> Election:
+    """Choose the active among the group's members (member id -> its claim).
+
+    The member claiming the highest term keeps it: the active stays active through every rebalance
+    it is part of, and a former active that missed its demotion (frozen, cut off) claims a lower
+    term than its successor and loses. Without a claimed term, the member whose node sorts first
+    (its member id breaks a tie) begins the term after the highest any member claims or has seen. A
+    member whose claim cannot be read is never chosen.
+    """
+    valid = {member: claim for member, claim in claims.items() if claim is not None}
+    members = tuple(sorted({claim.node for claim in valid.values()}))
+    if not valid:
+        return Election(None, Verdict(None, 0, members))
+    holder = max(valid, key=lambda member: (valid[member].term, member))
+    if valid[holder].term > 0:
+        return Election(holder, Verdict(valid[holder].node, valid[holder].term, members))
+    chosen = min(valid, key=lambda member: (valid[member].node, member))
+    term = max(max(claim.term, claim.seen) for claim in valid.values()) + 1
+    return Election(chosen, Verdict(valid[chosen].node, term, members))
+
+
+def _count(value: object) -> TypeGuard[int]:
+    """A term: a non-negative integer (JSON's true is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -1,0 +1,140 @@
+"""A sidecar taking its stream over: where each table continues, from the stream's committed position.
+
+Called by :meth:`~hyperdata_sidecar.table_sync.TableSync.at_start` once this sidecar was elected and
+its producer's ``init_transactions`` fenced the former active, before the tailers are built. For each
+table the stream has published, the last committed :class:`~hyperdata_sidecar.core.stream_position.StreamPosition`
+(never the former active's word) is found in this node's files (:mod:`~hyperdata_sidecar.position_search`),
+and the table's cursors continue right after it (:func:`~hyperdata_sidecar.core.stream_position.resume_cursors`).
+Until every table agrees, nothing is published: readiness names each table that waits and why
+(this node has not written the line yet, or its files hold another event there), and the look is
+repeated until agreement or the worker stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+from hyperdata_sidecar.config import Settings
+from hyperdata_sidecar.core.cursor import FileCursor
+from hyperdata_sidecar.core.hourfile import HourFile
+from hyperdata_sidecar.core.stream_position import Disagreement, Found, resume_cursors
+from hyperdata_sidecar.core.tables import TABLES, TableSpec
+from hyperdata_sidecar.logs import EventLog
+from hyperdata_sidecar.metrics import SidecarMetrics
+from hyperdata_sidecar.position_search import locate
+from hyperdata_sidecar.publishing import Abandoned
+from hyperdata_sidecar.readiness import Readiness
+from hyperdata_sidecar.scanner import DatedTree
+from hyperdata_sidecar.shutdown import Shutdown
+from hyperdata_sidecar.stream_positions import PositionsUnavailable, StreamPositions
+
+LOOK_AGAIN_S = 1.0  # a table that waits (its line not written here yet, or a disagreement) is looked at again
+
+
+class StreamHandover:
+    """The stream's position per table, found in this node's files: the cursors the tailers start from."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        positions: StreamPositions,
+        readiness: Readiness,
+        shutdown: Shutdown,
+        metrics: SidecarMetrics,
+        log: EventLog,
+    ) -> None:
+        self.settings = settings
+        self.positions = positions
+        self.readiness = readiness
+        self.shutdown = shutdown
+        self.metrics = metrics
+        self.log = log
+
+    async def resume(self, stored: Mapping[str, dict[str, FileCursor]]) -> dict[str, dict[str, FileCursor]]:
+        """``stored`` (this node's cursors per table) with every table the stream has published
+        continuing right after the stream's line. Waits until every table agrees; raises
+        :class:`~hyperdata_sidecar.publishing.Abandoned` when the worker stops first."""
+        while True:
+            waiting: dict[str, str] = {}
+            found: list[dict[str, object]] = []
+            try:
+                resumed = await self._look(stored, waiting, found)
+            except PositionsUnavailable as exc:
+                waiting["stream"] = f"cannot read the stream's positions: {exc}"
+                self.log.limited(logging.WARNING, "stream_positions_unavailable", "stream", 60.0, error=str(exc))
+                resumed = None
+            self.readiness.handover = waiting
+            if resumed is not None and not waiting:
+                for where in found:
+                    self.log.info("stream_handover", **where)
+                return resumed
+            if not await self.shutdown.pause(LOOK_AGAIN_S):
+                raise Abandoned("stopping during the stream's handover")
+
+    async def _look(
+        self, stored: Mapping[str, dict[str, FileCursor]], waiting: dict[str, str], found_at: list[dict[str, object]]
+    ) -> dict[str, dict[str, FileCursor]]:
+        """One look at every table: the cursors of those that agree; ``waiting`` gets why each other
+        one cannot continue yet, ``found_at`` where each agreeing one continues."""
+        last = await self.positions.last()
+        resumed: dict[str, dict[str, FileCursor]] = {}
+        for spec in TABLES:
+            table = spec.dir_name
+            own = stored.get(table, {})
+            position = last.get(table)
+            if position is None:
+                resumed[table] = dict(own)  # the stream has not published this table: this node's own cursors
+                continue
+            files = self._files(spec)
+            found = await asyncio.to_thread(locate, self.settings.watch_dir, spec, files, position)
+            if isinstance(found, Found):
+                resumed[table] = resume_cursors(own, files, found, position)
+                found_at.append(
+                    {
+                        "table": table,
+                        "line_id": position.line_id,
+                        "published_by": position.node,
+                        "path": found.path,
+                        "offset": found.offset,
+                    }
+                )
+            elif isinstance(found, Disagreement):
+                self.metrics.stream_disagreement(table)
+                where = f"{found.path} at offset {found.offset}"
+                waiting[table] = (
+                    f"the nodes disagree at the stream's line {position.line_id}: {where}: {found.reason}; publishing nothing past it"
+                )
+                self.log.limited(
+                    logging.ERROR,
+                    "stream_disagreement",
+                    table,
+                    60.0,
+                    table=table,
+                    line_id=position.line_id,
+                    published_by=position.node,
+                    path=found.path,
+                    offset=found.offset,
+                    reason=found.reason,
+                )
+            else:
+                waiting[table] = f"this node has not written the stream's line {position.line_id} yet"
+        return resumed
+
+    def _files(self, spec: TableSpec) -> list[str]:
+        """The table's hour files on disk, in order."""
+        tree = DatedTree(
+            Path(self.settings.watch_dir) / spec.dir_name / "hourly", f"{spec.dir_name}/hourly", on_ignored=_passed_over
+        )
+        hours = sorted(
+            hour
+            for relpath, entry in tree.entries()
+            if (hour := HourFile.parse(relpath)) is not None and entry.is_file(follow_symlinks=False)
+        )
+        return [hour.relpath for hour in hours]
+
+
+def _passed_over(_relpath: str, _reason: str) -> None:
+    """The tailer reports what the node's tree holds besides hour files; the handover only skips it."""

@@ -1,0 +1,116 @@
+"""One stream from two nodes (STREAM_ID) against the real broker: two node trees with the same events
+and other ``local_time``s, two workers, one stream. The group elects one active; a standby publishes
+nothing; a standby takes over where the stream's committed position is, in its own files; the nodes
+disagreeing there publishes nothing and says so. A ``read_committed`` reader sees every line id
+once, as the same event, in file order per partition."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from stream_kit import data_topics, second_node_tree, stream_report
+
+from hyperdata_sidecar.core.tables import TABLES
+
+from drill_kit import caught_up, kill, metric_value, wait_for
+from sidecar_run import Sidecar, write_corpus
+
+EXACTLY_ONCE = {"DELIVERY": "exactly_once", "TXN_MAX_MS": "100", "TXN_TIMEOUT_MS": "10000", "READ_BUDGET_BYTES": "65536"}
+
+
+def two_nodes(tmp_path, kafka_bootstrap, unique_topic_prefix, **overrides: str) -> tuple[Sidecar, Sidecar]:
+    """Sidecars ``a`` and ``b`` of one stream on the same topics, each on its node's tree (b's a copy of
+    a's with other ``local_time``s)."""
+    stream = {"STREAM_ID": f"{unique_topic_prefix.rstrip('.')}-stream", **EXACTLY_ONCE, **overrides}
+    a = Sidecar(tmp_path / "a", kafka_bootstrap, unique_topic_prefix, NODE_ID=f"{stream['STREAM_ID']}-a", **stream)
+    b = Sidecar(tmp_path / "b", kafka_bootstrap, unique_topic_prefix, NODE_ID=f"{stream['STREAM_ID']}-b", **stream)
+    return a, b
+
+
+def role(sidecar: Sidecar) -> str | None:
+    assert sidecar.worker is not None
+    try:
+        return sidecar.worker.get_json("/sidecar/status/")["role"]
+    except OSError:
+        return None
+
+
+def committed(sidecar: Sidecar) -> float:
+    assert sidecar.worker is not None
+    return metric_value(sidecar.worker, "hyperdata_sidecar_transactions_committed_total")
+
+
+async def test_a_killed_actives_standby_takes_over_from_the_streams_position_and_a_restarted_one_stands_by(
+    tmp_path, kafka_bootstrap, unique_topic_prefix
+):
+    write_corpus(tmp_path / "a" / "watch", hours=3, lines=6000)
+    second_node_tree(tmp_path / "a" / "watch", tmp_path / "b" / "watch")
+    a, b = two_nodes(tmp_path, kafka_bootstrap, unique_topic_prefix)
+    a.start()
+    try:
+        await a.until_events("stream_elected")
+        b.start()
+        await b.until_events("stream_standby")
+        assert b.worker is not None and a.worker is not None
+        await a.worker.until(lambda: committed(a) >= 5, "a few committed transactions")
+        assert role(b) == "standby" and committed(b) == 0
+        kill(a.worker)
+        killed = time.monotonic()
+        await b.until_events("stream_elected")
+        await b.worker.until(lambda: committed(b) >= 1, "the new active's first commit")
+        took_over_s = time.monotonic() - killed
+        assert b.events("stream_handover"), "the standby did not take the stream's position"
+        a.start()  # as systemd would: it stands by, the active keeps the stream
+        await a.until_events("stream_standby", 1)
+        await b.worker.until(lambda: caught_up(b.worker, b.watch), "the new active's catch-up")
+        assert role(a) == "standby" and role(b) == "active"
+        assert committed(a) == 0, "a restarted standby published"
+        report = await asyncio.to_thread(stream_report, kafka_bootstrap, data_topics(a.env), a.watch)
+        assert report.ok, report.summary()
+        assert report.records == report.expected
+        assert took_over_s < 15.0, f"the standby published {took_over_s:.1f} s after the active was killed"
+    finally:
+        for sidecar in (a, b):
+            if sidecar.worker is not None:
+                await asyncio.to_thread(sidecar.worker.stop)
+
+
+async def test_nodes_that_disagree_at_the_handover_point_publish_nothing_past_it_and_say_so(
+    tmp_path, kafka_bootstrap, unique_topic_prefix
+):
+    write_corpus(tmp_path / "a" / "watch", hours=2, lines=3000)
+    second_node_tree(tmp_path / "a" / "watch", tmp_path / "b" / "watch")
+    a, b = two_nodes(tmp_path, kafka_bootstrap, unique_topic_prefix)
+    fills = next(spec.dir_name for spec in TABLES if "fills" in spec.dir_name)
+    newest = sorted((b.watch / fills / "hourly").rglob("*"))[-1]
+    lines = newest.read_bytes().splitlines(keepends=True)
+    lines[-1] = lines[-1].replace(b'"px":"', b'"px":"9', 1)  # node b wrote another last fill
+    newest.write_bytes(b"".join(lines))
+    a.start()
+    try:
+        assert a.worker is not None
+        await a.until_events("stream_elected")
+        await a.worker.until(lambda: caught_up(a.worker, a.watch), "the first active's catch-up")
+        await asyncio.to_thread(a.worker.stop)  # leaves the group: b is elected at once
+        b.start()
+        assert b.worker is not None
+        await b.until_events("stream_disagreement")
+        reasons = await wait_for(b.worker, lambda: _names_disagreement(b), "readyz naming the disagreement")
+        assert reasons >= 0
+        assert metric_value(b.worker, "hyperdata_sidecar_stream_disagreements_total", table=fills) >= 1
+        disagreement = b.events("stream_disagreement")[0]
+        assert disagreement["table"] == fills and disagreement["path"] == newest.relative_to(b.watch).as_posix()
+        assert committed(b) == 0, "the new active published past a disagreement"
+        report = await asyncio.to_thread(stream_report, kafka_bootstrap, data_topics(a.env), a.watch)
+        assert report.ok, report.summary()
+    finally:
+        for sidecar in (a, b):
+            if sidecar.worker is not None:
+                await asyncio.to_thread(sidecar.worker.stop)
+
+
+def _names_disagreement(sidecar: Sidecar) -> bool:
+    assert sidecar.worker is not None
+    status, _type, body = sidecar.worker.get("/readyz")
+    return status == 503 and b"the nodes disagree at the stream's line node_fills_streaming|" in body
