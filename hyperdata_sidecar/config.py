@@ -56,6 +56,7 @@ DEFAULTS: dict[str, str] = {
     "NODE_ID": "",
     "NODE_ID_REQUIRED": "false",
     "STREAM_ID": "",
+    "STREAM_YIELD_LAG_S": "30",
     "WEB_BIND": "127.0.0.1",
     "WEB_PORT": "6066",
     "LAG_WARN_SECONDS": "30",
@@ -194,6 +195,7 @@ class Settings:
     node_id_from_host_name: bool  # NODE_ID was not set
     node_id_required: bool
     stream_id: str | None  # several sidecars (one per node host) publish one stream; None: this one alone
+    stream_yield_lag_s: float  # the active yields when a standby's node is this many seconds of blocks ahead
     web_bind: str
     web_port: int
     lag_warn_seconds: float
@@ -248,7 +250,7 @@ class Settings:
             "backup_dir": str(self.backup_dir),
             "backup_max_tries": self.backup_max_tries,
             "node_id": self.node_id,
-            **({"stream_id": self.stream_id} if self.stream_id else {}),
+            **({"stream_id": self.stream_id, "stream_yield_lag_s": self.stream_yield_lag_s} if self.stream_id else {}),
             "web": f"{self.web_bind}:{self.web_port}",
             "engine": self.engine,
             "delivery": self.delivery,
@@ -335,6 +337,7 @@ def _parse(raw: Mapping[str, str]) -> Settings:
         node_id_from_host_name=not raw["NODE_ID"].strip(),
         node_id_required=_bool(raw, "NODE_ID_REQUIRED"),
         stream_id=_stream_id(raw),
+        stream_yield_lag_s=float(_positive_int(raw, "STREAM_YIELD_LAG_S")),
         web_bind=_nonempty(raw, "WEB_BIND"),
         web_port=_port(raw, "WEB_PORT"),
         lag_warn_seconds=_positive_int(raw, "LAG_WARN_SECONDS"),

@@ -27,6 +27,7 @@ PREFIX = "hyperdata_sidecar_"
 EXPORTED: dict[str, str] = {
     "hyperdata_sidecar_stream_active": "gauge",
     "hyperdata_sidecar_stream_members": "gauge",
+    "hyperdata_sidecar_stream_behind_seconds": "gauge",
     "hyperdata_sidecar_stream_elections_total": "counter",
     "hyperdata_sidecar_stream_disagreements_total": "counter",
     "hyperdata_sidecar_lines_published_total": "counter",
@@ -255,6 +256,10 @@ class SidecarMetrics:
         self._stream_members = gauge(
             "stream_members", "STREAM_ID: sidecars in the stream's leadership group at its last election (this one included)."
         )
+        self._stream_behind = gauge(
+            "stream_behind_seconds",
+            "STREAM_ID: how many seconds of blocks this node's head is behind the furthest peer's, when more than STREAM_YIELD_LAG_S (else 0).",
+        )
         self._stream_elections = counter(
             "stream_elections_total", "STREAM_ID: times this sidecar was elected its stream's active."
         )
@@ -385,6 +390,9 @@ class SidecarMetrics:
     def stream_role(self, active: bool, members: int) -> None:
         self._stream_active.set(1 if active else 0)
         self._stream_members.set(members)
+
+    def stream_behind(self, seconds: float) -> None:
+        self._stream_behind.set(seconds)
 
     def stream_elected(self) -> None:
         self._stream_elections.inc()

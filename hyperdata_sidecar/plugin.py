@@ -45,6 +45,7 @@ from hyperdata_sidecar.snapshot_offsets import SnapshotOffsets
 from hyperdata_sidecar.snapshots import SnapshotAnnouncements, SnapshotWatcher
 from hyperdata_sidecar.state_writer import StateTables, StateWriter, reopen_rocksdb
 from hyperdata_sidecar.stream_handover import StreamHandover
+from hyperdata_sidecar.stream_heads import StreamHeads
 from hyperdata_sidecar.stream_positions import StreamPositions
 from hyperdata_sidecar.table_backlogs import TableBacklogs
 from hyperdata_sidecar.table_sync import TableSync
@@ -79,6 +80,7 @@ class Sidecar:
         self.leadership = leadership = (
             Leadership(settings, metrics, log, client_id=f"{app.conf.id}-stream", on_demoted=fatal.demoted) if stream else None
         )
+        heads = StreamHeads(settings, leadership, metrics, log, on_yield=fatal.yielded) if leadership else None
         self.transactions = txn = Transactions(
             settings,
             engine,
@@ -169,10 +171,10 @@ class Sidecar:
             self.backlogs,
             self.watcher,
             self.backup_worker,
-            leadership,
+            heads,
         )
         self.runtime = Runtime(
-            settings, broker, dataplane, readiness, self.node_tables, self.sync, self.watcher, shutdown, log, leadership
+            settings, broker, dataplane, readiness, self.node_tables, self.sync, self.watcher, shutdown, log, leadership, heads
         )
 
     def install(self) -> None:

@@ -30,6 +30,7 @@ from hyperdata_sidecar.publishing import STOP_GRACE_S, Abandoned
 from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.shutdown import STOP_CHECK_S, Shutdown
 from hyperdata_sidecar.snapshots import SnapshotWatcher
+from hyperdata_sidecar.stream_heads import StreamHeads
 from hyperdata_sidecar.table_sync import TableSync
 from hyperdata_sidecar.transactions import TransactionAborted
 
@@ -51,6 +52,7 @@ class Runtime(NamedTuple):
     shutdown: Shutdown
     log: EventLog
     leadership: Leadership | None = None  # STREAM_ID: the stream's group, which elects the active
+    heads: StreamHeads | None = None  # STREAM_ID: the nodes' heads, announced and followed
 
 
 class SidecarRuntime(Service):
@@ -73,6 +75,8 @@ class SidecarRuntime(Service):
             return
         runtime.readiness.move_to(Phase.STANDBY)
         self.add_future(leadership.run(runtime.shutdown.pause))
+        if runtime.heads is not None:
+            self.add_future(runtime.heads.run(runtime.shutdown.pause))
         self.add_future(self._when_elected(leadership))
 
     async def _when_elected(self, leadership: Leadership) -> None:
@@ -92,6 +96,8 @@ class SidecarRuntime(Service):
 
     async def on_stop(self) -> None:
         await stop(self.runtime)
+        if self.runtime.heads is not None:
+            self.runtime.heads.stop()
         if self.runtime.leadership is not None:
             await self.runtime.leadership.leave()  # after the data path: a standby is elected at once
 
@@ -189,6 +195,11 @@ class FatalProducer:
         """STREAM_ID: the stream's group elected another sidecar (its ``init_transactions`` fences
         this one's producer): the worker stops, and its restart stands by."""
         self._stop(RuntimeError(f"no longer the stream's active: {reason}"))
+
+    def yielded(self, reason: str) -> None:
+        """STREAM_ID: a standby's node is ahead of this active's: the worker stops, leaving the
+        group (the standby is elected at once), and its restart stands by."""
+        self._stop(RuntimeError(f"yielded the stream: {reason}"))
 
     def fenced(self, reason: str) -> None:
         """exactly_once: another producer took this worker's ``transactional.id`` (a second worker

@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from hyperdata_sidecar.core.hourfile import HourFile
+
 
 class DatedTree:
     """One dated tree: ``root`` on disk, ``relroot`` its path under WATCH_DIR (for file names).
@@ -76,4 +78,20 @@ def newest_hour(root: Path) -> tuple[str, int] | None:
                 return date, max(hours)
     except OSError:
         return None
+    return None
+
+
+def table_hour_files(watch_dir: Path, table: str) -> list[str]:
+    """The hour files of ``table`` on disk (paths under ``watch_dir``), oldest first. What is not an
+    hour file is passed over without a word: the table's tailer reports it."""
+    tree = DatedTree(watch_dir / table / "hourly", f"{table}/hourly", on_ignored=_passed_over)
+    hours = [
+        hour
+        for relpath, entry in tree.entries()
+        if (hour := HourFile.parse(relpath)) is not None and entry.is_file(follow_symlinks=False)
+    ]
+    return [hour.relpath for hour in sorted(hours)]
+
+
+def _passed_over(_relpath: str, _reason: str) -> None:
     return None

@@ -19,15 +19,14 @@ from pathlib import Path
 
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.cursor import FileCursor
-from hyperdata_sidecar.core.hourfile import HourFile
 from hyperdata_sidecar.core.stream_position import Disagreement, Found, resume_cursors
-from hyperdata_sidecar.core.tables import TABLES, TableSpec
+from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.position_search import locate
 from hyperdata_sidecar.publishing import Abandoned
 from hyperdata_sidecar.readiness import Readiness
-from hyperdata_sidecar.scanner import DatedTree
+from hyperdata_sidecar.scanner import table_hour_files
 from hyperdata_sidecar.shutdown import Shutdown
 from hyperdata_sidecar.stream_positions import PositionsUnavailable, StreamPositions
 
@@ -88,7 +87,7 @@ class StreamHandover:
             if position is None:
                 resumed[table] = dict(own)  # the stream has not published this table: this node's own cursors
                 continue
-            files = self._files(spec)
+            files = table_hour_files(Path(self.settings.watch_dir), table)
             found = await asyncio.to_thread(locate, self.settings.watch_dir, spec, files, position)
             if isinstance(found, Found):
                 resumed[table] = resume_cursors(own, files, found, position)
@@ -122,19 +121,3 @@ class StreamHandover:
             else:
                 waiting[table] = f"this node has not written the stream's line {position.line_id} yet"
         return resumed
-
-    def _files(self, spec: TableSpec) -> list[str]:
-        """The table's hour files on disk, in order."""
-        tree = DatedTree(
-            Path(self.settings.watch_dir) / spec.dir_name / "hourly", f"{spec.dir_name}/hourly", on_ignored=_passed_over
-        )
-        hours = sorted(
-            hour
-            for relpath, entry in tree.entries()
-            if (hour := HourFile.parse(relpath)) is not None and entry.is_file(follow_symlinks=False)
-        )
-        return [hour.relpath for hour in hours]
-
-
-def _passed_over(_relpath: str, _reason: str) -> None:
-    """The tailer reports what the node's tree holds besides hour files; the handover only skips it."""

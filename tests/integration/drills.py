@@ -89,6 +89,7 @@ from drill_kit import (
 from hostile import collect_hostile_lines
 from hostile_tree import HostileTree, collect_programs
 from sidecar_run import DAY_BOUNDARY, Sidecar
+from stream_kit import data_topics, second_node_tree, split_last_hour, stream_report
 from worker_process import WorkerProcess
 
 BOOK, ORDERS, FILLS = (spec.dir_name for spec in TABLES)
@@ -142,17 +143,7 @@ def pace(summary: CorpusSummary, seconds: float) -> dict[str, float]:
 
 def tap(summary: CorpusSummary, watch: Path, seconds: float, seed: int) -> asyncio.Future:
     """The node writing: ``summary``'s corpus appended into ``watch`` in ragged chunks over about ``seconds``."""
-    return asyncio.ensure_future(
-        replay(
-            Path(summary.root),
-            watch,
-            chunk_bytes=16 * 1024,
-            cadence_s=0.1,
-            lines_per_s=pace(summary, seconds),
-            progress=False,
-            seed=seed,
-        )
-    )
+    return _replay(Path(summary.root), watch, pace(summary, seconds), seed)
 
 
 async def stop(worker, result: DrillResult, what: str = "worker") -> None:
@@ -514,7 +505,7 @@ async def topic_copied(
     else:
         result = DrillResult(15, "data topic deleted in flight, auto-create on")
     summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour)
-    first_hours, the_hour = _split_last_hour(Path(summary.root), ctx.root / "corpus-before", ctx.root / "corpus-hour")
+    first_hours, the_hour = split_last_hour(Path(summary.root), ctx.root / "corpus-before", ctx.root / "corpus-hour")
     rates = pace(summary, replay_s)
     sidecar = ctx.sidecar()
     topic = default_topics(sidecar.env)[ORDERS]
@@ -712,18 +703,6 @@ async def topic_deleted_in_flight(
         await asyncio.to_thread(worker.stop)
         await asyncio.to_thread(broker.stop)
     return result
-
-
-def _split_last_hour(root: Path, before: Path, last: Path) -> tuple[Path, Path]:
-    """Move ``root``'s hour files into two corpora: every table's last hour under ``last``, the hours
-    before it under ``before`` (same relative paths)."""
-    for spec in TABLES:
-        files = hour_files(root, spec.dir_name)
-        for index, hour in enumerate(files):
-            target = (last if index == len(files) - 1 else before) / hour.relpath
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(root / hour.relpath, target)
-    return before, last
 
 
 def _replace_by_copy(bootstrap: str, topic: str, partitions: int) -> int:
@@ -1837,7 +1816,7 @@ async def second_worker_same_node_id(ctx: DrillContext, *, hours: int = 3, lines
     if exactly_once_only(ctx, result):
         return result
     summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour, bad_every=997)
-    earlier, last_hour = _split_last_hour(Path(summary.root), ctx.root / "corpus-before", ctx.root / "corpus-hour")
+    earlier, last_hour = split_last_hour(Path(summary.root), ctx.root / "corpus-before", ctx.root / "corpus-hour")
     first = ctx.sidecar("first")
     second = ctx.sidecar("second", NODE_ID=first.env["NODE_ID"], WATCH_DIR=first.env["WATCH_DIR"], **backup_target(first))
     shutil.copytree(earlier, first.watch, dirs_exist_ok=True)
@@ -1943,6 +1922,112 @@ async def broker_frozen_past_txn_timeout(
     return result
 
 
+# ---------------------------------------------------------------------------- 19. one stream, two nodes
+
+
+async def stream_failover(
+    ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 8000, replay_s: float = 45.0, frozen_s: float = 15.0
+) -> DrillResult:
+    """``exactly_once``, ``STREAM_ID``: two nodes' trees (the same events, other ``local_time``s), a
+    sidecar on each, one stream on one set of topics; the last hour is written live on both.
+
+    (a) SIGKILL the active during the catch-up, then the new active while both nodes append: the
+    standby publishes within 15 s each time. (g) A killed sidecar restarted stands by and publishes
+    nothing. (c) The active frozen for ``frozen_s`` (past the group's 6 s session): the standby takes
+    over; the frozen one, thawed, stops by itself (the group demoted it, or its producer was fenced)
+    and its restart stands by. A ``read_committed`` reader sees every line id of the trees once, as the
+    same event, in file order per partition."""
+    result = DrillResult(19, "one stream from two nodes: the active killed, killed while live, frozen")
+    if exactly_once_only(ctx, result):
+        return result
+    summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour)
+    earlier, last_hour = split_last_hour(Path(summary.root), ctx.root / "corpus-before", ctx.root / "corpus-hour")
+    # Small reads and transactions: the catch-up commits often, so the first kill lands inside it.
+    stream = {"STREAM_ID": f"{ctx.prefix.rstrip('.')}-stream", "READ_BUDGET_BYTES": "65536", "TXN_MAX_MS": "100"}
+    a, b = (ctx.sidecar(name, NODE_ID=f"{stream['STREAM_ID']}-{name}", **stream) for name in ("a", "b"))
+    second_node_tree(earlier, b.watch)
+    second_node_tree(last_hour, ctx.root / "corpus-hour-b")
+    shutil.copytree(earlier, a.watch, dirs_exist_ok=True)
+    workers = {"a": a.start()}
+    writing: list[asyncio.Future] = []
+    try:
+        await wait_for(workers["a"], lambda: a.events("stream_elected"), "node a elected")
+        workers["b"] = b.start()
+        await wait_for(workers["b"], lambda: b.events("stream_standby"), "node b standing by")
+        cpu_before, watched_from = cpu_s(pid(workers["b"])), time.monotonic()
+        await wait_for(workers["a"], lambda: _committed(workers["a"]) >= 3, "node a's first commits")
+        result.note(
+            f"node b stood by at {100 * (cpu_s(pid(workers['b'])) - cpu_before) / (time.monotonic() - watched_from):.1f} % of a core "
+            "while node a caught up"
+        )
+        await _take_over(result, "during the catch-up", workers, b, kill_name="a")
+        workers["a"] = a.start()
+        await wait_for(workers["a"], lambda: len(a.events("stream_standby")) >= 1, "node a, restarted, standing by")
+        rates = pace(summary, replay_s * hours)
+        writing = [_replay(last_hour, a.watch, rates, 1), _replay(ctx.root / "corpus-hour-b", b.watch, rates, 2)]
+        await asyncio.sleep(replay_s / 3)
+        result.check(
+            "a restarted standby publishes nothing", _committed(workers["a"]) == 0, f"{_committed(workers['a'])} commits"
+        )
+        await _take_over(result, "while both nodes append", workers, a, kill_name="b")
+        workers["b"] = b.start()
+        await wait_for(workers["b"], lambda: len(b.events("stream_standby")) >= 1, "node b, restarted, standing by")
+        os.killpg(pid(workers["a"]), signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        try:
+            await wait_for(workers["b"], lambda: _committed(workers["b"]) >= 1, "node b's first commit while node a is frozen")
+            result.note(f"node b published {time.monotonic() - frozen_at:.1f}s after node a was frozen")
+            await asyncio.sleep(max(0.0, frozen_s - (time.monotonic() - frozen_at)))
+        finally:
+            os.killpg(pid(workers["a"]), signal.SIGCONT)
+        code = await _exited(workers["a"], WAIT_S)
+        result.check("the thawed former active stops by itself, non-zero", code not in (None, 0), f"exit {code}")
+        reasons = [e.get("reason", "") for e in a.events("stream_demoted")] + [
+            e.get("error", "") for e in a.events("producer_fenced")
+        ]
+        result.note(f"node a, thawed, stopped with exit {code}: {reasons[-1] if reasons else 'no demotion or fencing line'}")
+        workers["a"] = a.start()
+        await wait_for(
+            workers["a"], lambda: len(a.events("stream_standby")) >= 2, "node a, restarted after the freeze, standing by"
+        )
+        await asyncio.gather(*writing)
+        await wait_for(workers["b"], lambda: caught_up(workers["b"], b.watch), "node b to catch up")
+        shutil.copytree(last_hour, ctx.root / "corpus-all", dirs_exist_ok=True)
+        shutil.copytree(earlier, ctx.root / "corpus-all", dirs_exist_ok=True)
+        report = await asyncio.to_thread(stream_report, ctx.bootstrap, data_topics(a.env), ctx.root / "corpus-all")
+        result.lost, result.duplicates = len(report.missing), len(report.duplicates)
+        result.check("every line id once, the same event, in file order per partition", report.ok, report.summary())
+        result.check("as many records as lines", report.records == report.expected, report.summary())
+        for name in ("a", "b"):
+            await stop(workers[name], result, f"node {name}")
+    finally:
+        for future in writing:
+            future.cancel()
+        for worker in workers.values():
+            await asyncio.to_thread(worker.stop)
+    return result
+
+
+async def _take_over(result: DrillResult, when: str, workers: dict, standby: Sidecar, *, kill_name: str) -> None:
+    """SIGKILL the active; check that the standby publishes within 15 s."""
+    other = "b" if kill_name == "a" else "a"
+    elected_before = len(standby.events("stream_elected"))
+    kill(workers[kill_name])
+    killed = time.monotonic()
+    await wait_for(workers[other], lambda: len(standby.events("stream_elected")) > elected_before, f"node {other} elected {when}")
+    await wait_for(workers[other], lambda: _committed(workers[other]) >= 1, f"node {other}'s first commit {when}")
+    took = time.monotonic() - killed
+    result.check(f"node {kill_name} killed {when}: node {other} publishes within 15 s", took < 15.0, f"{took:.1f}s")
+    result.note(f"node {kill_name} killed {when}: node {other} published {took:.1f}s later")
+
+
+def _replay(root: Path, watch: Path, rates: dict[str, float], seed: int) -> asyncio.Future:
+    """A node writing ``root``'s files into ``watch`` at ``rates`` lines a second per table."""
+    return asyncio.ensure_future(
+        replay(root, watch, chunk_bytes=16 * 1024, cadence_s=0.1, lines_per_s=rates, progress=False, seed=seed)
+    )
+
+
 # ---------------------------------------------------------------------------- the catalogue
 
 
@@ -1995,4 +2080,5 @@ DRILLS: tuple[Drill, ...] = (
         dict(txn_timeout_ms=60_000, frozen_s=90.0, lines_per_hour=150_000, recovery_bound_s=10.0),
         stops_broker=True,
     ),
+    Drill(19, stream_failover, dict(hours=3, lines_per_hour=60_000, replay_s=180.0, frozen_s=60.0)),
 )

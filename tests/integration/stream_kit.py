@@ -1,4 +1,4 @@
-"""Two nodes of one stream: a second node's tree, and the check of what the stream holds.
+"""Two nodes of one stream: a second node's tree, a sidecar on each, and the check of what the stream holds.
 
 A second node writes the same events for a block in the same order; only ``local_time`` differs
 (:func:`second_node_tree`). The stream is checked as a downstream reader sees it, ``read_committed``
@@ -9,6 +9,7 @@ that line (whichever node's bytes it carries), in file order within each partiti
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,10 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from hyperdata_sidecar.core.stream_position import event_digest
 from hyperdata_sidecar.core.tables import TABLES
-from hyperdata_sidecar.tools.expected import read_tree
+from hyperdata_sidecar.tools.expected import hour_files, read_tree
+
+from drill_kit import metric_value
+from sidecar_run import Sidecar
 
 _LOCAL_TIME = re.compile(rb'("local_time":"[^".]*\.)(\d{9})')
 
@@ -132,3 +136,51 @@ def _read_topic(bootstrap: str, topic: str) -> list[list[tuple[str, bytes]]]:
 def data_topics(env: Mapping[str, str]) -> dict[str, str]:
     """The data topic of every table, from a sidecar's settings."""
     return {spec.dir_name: env[spec.topic_env] for spec in TABLES}
+
+
+EXACTLY_ONCE = {"DELIVERY": "exactly_once", "TXN_MAX_MS": "100", "TXN_TIMEOUT_MS": "10000", "READ_BUDGET_BYTES": "65536"}
+
+
+def two_nodes(tmp_path, kafka_bootstrap, unique_topic_prefix, **overrides: str) -> tuple[Sidecar, Sidecar]:
+    """Sidecars ``a`` and ``b`` of one stream on the same topics, each on its node's tree (b's a copy of
+    a's with other ``local_time``s)."""
+    stream = {"STREAM_ID": f"{unique_topic_prefix.rstrip('.')}-stream", **EXACTLY_ONCE, **overrides}
+    a = Sidecar(tmp_path / "a", kafka_bootstrap, unique_topic_prefix, NODE_ID=f"{stream['STREAM_ID']}-a", **stream)
+    b = Sidecar(tmp_path / "b", kafka_bootstrap, unique_topic_prefix, NODE_ID=f"{stream['STREAM_ID']}-b", **stream)
+    return a, b
+
+
+def role(sidecar: Sidecar) -> str | None:
+    assert sidecar.worker is not None
+    try:
+        return sidecar.worker.get_json("/sidecar/status/")["role"]
+    except OSError:
+        return None
+
+
+def committed(sidecar: Sidecar) -> float:
+    assert sidecar.worker is not None
+    return metric_value(sidecar.worker, "hyperdata_sidecar_transactions_committed_total")
+
+
+def split_last_hour(root: Path, before: Path, last: Path) -> tuple[Path, Path]:
+    """Move ``root``'s hour files into two corpora: every table's last hour under ``last``, the hours
+    before it under ``before`` (same relative paths)."""
+    for spec in TABLES:
+        files = hour_files(root, spec.dir_name)
+        for index, hour in enumerate(files):
+            target = (last if index == len(files) - 1 else before) / hour.relpath
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(root / hour.relpath, target)
+    return before, last
+
+
+def finish(root: Path, watch: Path) -> None:
+    """Append to every file of ``watch`` what ``root``'s copy has beyond it (the node resuming)."""
+    for path in root.rglob("*"):
+        if path.is_file():
+            target = watch / path.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            have = target.stat().st_size if target.exists() else 0
+            with open(target, "ab") as out:
+                out.write(path.read_bytes()[have:])
