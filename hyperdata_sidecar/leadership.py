@@ -118,10 +118,12 @@ class Leadership:
     # ------------------------------------------------------------------ what the group says
 
     def claim(self) -> Claim:
-        """What this member says when it joins: its node, its term while it is active, the highest
-        term it has learned of."""
-        seen = self.verdict.term if self.verdict is not None else 0
-        return Claim(self.node, self.term if self.role is Role.ACTIVE else 0, max(seen, self.term))
+        """What this member says when it joins: its node, its term and since when while it is
+        active, the highest term it has learned of."""
+        seen = max(self.verdict.term if self.verdict is not None else 0, self.term)
+        if self.role is Role.ACTIVE:
+            return Claim(self.node, self.term, seen, self.elected_at or 0.0)
+        return Claim(self.node, 0, seen)
 
     def assigned(self, verdict: Verdict | None, *, holds: bool) -> None:
         """The group's election reached this member: it holds the stream's partition or not."""

@@ -92,7 +92,8 @@ class BackupsView(Protocol):
 
 class StreamView(Protocol):
     def status(self) -> dict[str, Any]:
-        """STREAM_ID: the stream, this sidecar's role and term, the active's node, the members."""
+        """STREAM_ID: the stream, this sidecar's role and term, the active's node, the members, and
+        under ``nodes`` each node's head and how far it is behind the newest."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.scanner import table_hour_files
 
 ANNOUNCE_S = 1.0
-TAIL_BYTES = 1 << 20  # the end of a file read for its newest complete line
+TAIL_BYTES = 256 * 1024  # the end of a file read for its newest complete line (a streaming line is ~0.5-4 KiB)
 KEY_PREFIX = b"head|"
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 1.0, 30.0
 

@@ -25,15 +25,17 @@ class Role(str, enum.Enum):
 
 
 class Claim(NamedTuple):
-    """What a member says when it joins: its node, the term it is active in (0: not active), and the
-    highest term it has learned of (so a new term is higher than every earlier one)."""
+    """What a member says when it joins: its node, the term it is active in (0: not active) and
+    since when (epoch seconds, its own clock), and the highest term it has learned of (so a new term
+    is higher than every one it knows)."""
 
     node: str
     term: int = 0
     seen: int = 0
+    since: float = 0.0
 
     def encode(self) -> bytes:
-        return orjson.dumps({"node": self.node, "term": self.term, "seen": self.seen})
+        return orjson.dumps({"node": self.node, "term": self.term, "seen": self.seen, "since": self.since})
 
     @classmethod
     def decode(cls, data: bytes | None) -> Claim | None:
@@ -45,10 +47,12 @@ class Claim(NamedTuple):
             return None
         if not isinstance(value, dict):
             return None
-        node, term, seen = value.get("node"), value.get("term"), value.get("seen", 0)
+        node, term, seen, since = value.get("node"), value.get("term"), value.get("seen", 0), value.get("since", 0.0)
         if not isinstance(node, str) or not node or not _count(term) or not _count(seen):
             return None
-        return cls(node, term, seen)
+        if not isinstance(since, int | float) or isinstance(since, bool):
+            return None
+        return cls(node, term, seen, float(since))
 
 
 class Verdict(NamedTuple):
@@ -86,17 +90,20 @@ class Election(NamedTuple):
 def elect(claims: Mapping[str, Claim | None]) -> Election:
     """Choose the active among the group's members (member id -> its claim).
 
-    The member claiming the highest term keeps it: the active stays active through every rebalance
-    it is part of, and a former active that missed its demotion (frozen, cut off) claims a lower
-    term than its successor and loses. Without a claimed term, the member whose node sorts first
-    (its member id breaks a tie) begins the term after the highest any member claims or has seen. A
-    member whose claim cannot be read is never chosen.
+    A member that claims to be active keeps the stream: the active stays active through every
+    rebalance it is part of. Two claim it when a former active missed its demotion (frozen, cut off
+    from the broker while the group elected another): the one active since the latest time wins. A
+    successor is elected at least the group's session timeout (6 s) after its predecessor last
+    heartbeated, so the sidecars' clocks must agree within that. Terms, which a restarted member
+    cannot know, only number the elections. Without a claim, the member whose node sorts first (its
+    member id breaks a tie) begins the term after the highest any member claims or has seen. A member
+    whose claim cannot be read is never chosen.
     """
     valid = {member: claim for member, claim in claims.items() if claim is not None}
     members = tuple(sorted({claim.node for claim in valid.values()}))
     if not valid:
         return Election(None, Verdict(None, 0, members))
-    holder = max(valid, key=lambda member: (valid[member].term, member))
+    holder = max(valid, key=lambda member: (valid[member].term > 0, valid[member].since, valid[member].term, member))
     if valid[holder].term > 0:
         return Election(holder, Verdict(valid[holder].node, valid[holder].term, members))
     chosen = min(valid, key=lambda member: (valid[member].node, member))

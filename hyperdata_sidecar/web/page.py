@@ -91,8 +91,17 @@ def _stream(stream: dict[str, Any] | None) -> str:
     """`` · stream <id>: <role>`` with the active and the members, for a sidecar of a stream."""
     if stream is None:
         return ""
-    members = ", ".join(stream["members"]) or "none known yet"
-    return f" · stream {_e(stream['stream'])}: <b>{_e(stream['role'])}</b> (active {_e(stream['active'] or '?')}; members {_e(members)})"
+    nodes = stream.get("nodes") or {}
+    members = ", ".join(_node(name, nodes.get(name)) for name in stream["members"]) or "none known yet"
+    return (
+        f" · stream {_e(stream['stream'])}: <b>{_e(stream['role'])}</b> (active {_e(stream['active'] or '?')}; members {members})"
+    )
+
+
+def _node(name: str, head: dict[str, Any] | None) -> str:
+    """A member of the stream, with how far its node's head is behind the newest one's, when known."""
+    behind = head.get("behind_s") if head is not None else None
+    return _e(name) if behind is None else f"{_e(name)} ({behind:.0f} s behind)"
 
 
 def _header(status: SidecarStatus) -> str:

@@ -1961,8 +1961,7 @@ async def stream_failover(
             "while node a caught up"
         )
         await _take_over(result, "during the catch-up", workers, b, kill_name="a")
-        workers["a"] = a.start()
-        await wait_for(workers["a"], lambda: len(a.events("stream_standby")) >= 1, "node a, restarted, standing by")
+        await _restart_as_standby(workers, "a", a)
         rates = pace(summary, replay_s * hours)
         writing = [_replay(last_hour, a.watch, rates, 1), _replay(ctx.root / "corpus-hour-b", b.watch, rates, 2)]
         await asyncio.sleep(replay_s / 3)
@@ -1970,8 +1969,7 @@ async def stream_failover(
             "a restarted standby publishes nothing", _committed(workers["a"]) == 0, f"{_committed(workers['a'])} commits"
         )
         await _take_over(result, "while both nodes append", workers, a, kill_name="b")
-        workers["b"] = b.start()
-        await wait_for(workers["b"], lambda: len(b.events("stream_standby")) >= 1, "node b, restarted, standing by")
+        await _restart_as_standby(workers, "b", b)
         os.killpg(pid(workers["a"]), signal.SIGSTOP)
         frozen_at = time.monotonic()
         try:
@@ -1986,10 +1984,7 @@ async def stream_failover(
             e.get("error", "") for e in a.events("producer_fenced")
         ]
         result.note(f"node a, thawed, stopped with exit {code}: {reasons[-1] if reasons else 'no demotion or fencing line'}")
-        workers["a"] = a.start()
-        await wait_for(
-            workers["a"], lambda: len(a.events("stream_standby")) >= 2, "node a, restarted after the freeze, standing by"
-        )
+        await _restart_as_standby(workers, "a", a)
         await asyncio.gather(*writing)
         await wait_for(workers["b"], lambda: caught_up(workers["b"], b.watch), "node b to catch up")
         shutil.copytree(last_hour, ctx.root / "corpus-all", dirs_exist_ok=True)
@@ -2019,6 +2014,13 @@ async def _take_over(result: DrillResult, when: str, workers: dict, standby: Sid
     took = time.monotonic() - killed
     result.check(f"node {kill_name} killed {when}: node {other} publishes within 15 s", took < 15.0, f"{took:.1f}s")
     result.note(f"node {kill_name} killed {when}: node {other} published {took:.1f}s later")
+
+
+async def _restart_as_standby(workers: dict, name: str, sidecar: Sidecar) -> None:
+    """Start a stopped sidecar of the stream again, as systemd would, and wait until it stands by."""
+    before = len(sidecar.events("stream_standby"))
+    workers[name] = sidecar.start()
+    await wait_for(workers[name], lambda: len(sidecar.events("stream_standby")) > before, f"node {name}, restarted, standing by")
 
 
 def _replay(root: Path, watch: Path, rates: dict[str, float], seed: int) -> asyncio.Future:

@@ -62,7 +62,7 @@ def test_one_member_of_the_group_is_given_the_stream_s_partition_and_becomes_act
 def test_the_active_claims_its_term_and_keeps_the_stream_when_a_standby_rejoins():
     a, b = sidecar("node-a"), sidecar("node-b")
     join(a, b)
-    assert a.claim() == Claim("node-a", 1, 1) and b.claim() == Claim("node-b", 0, 1)
+    assert a.claim() == Claim("node-a", 1, 1, a.elected_at) and b.claim() == Claim("node-b", 0, 1)
     c = sidecar("node-0")  # sorts first, but joins a group with an active
     join(c, b, a)
     assert (a.role, b.role, c.role) == (Role.ACTIVE, Role.STANDBY, Role.STANDBY)
@@ -74,7 +74,8 @@ def test_a_standby_elected_after_the_active_left_begins_a_higher_term(caplog):
     join(a, b)
     join(b)  # a's session expired: b alone
     assert (b.role, b.term) == (Role.ACTIVE, 2)
-    join(a, b)  # a is back, still claiming term 1: it loses, and stops its worker
+    assert b.elected_at is not None and a.elected_at is not None and b.elected_at >= a.elected_at
+    join(a, b)  # a is back, still claiming term 1, active since earlier: it loses, and stops its worker
     assert b.role is Role.ACTIVE and a.role is Role.STANDBY
     assert demoted == ["the stream's group elected node-b (term 2)"]
     assert ("stream_demoted", {"stream": "mainnet", "term": 1, "reason": demoted[0]}) in events(caplog)
@@ -95,7 +96,8 @@ def test_an_assignment_without_a_readable_verdict_still_sets_the_role():
     a = sidecar("node-a")
     a.assigned(Verdict.decode(b"garbage"), holds=True)
     assert a.role is Role.ACTIVE and a.status()["members"] == []
-    assert StreamAssignor(a).metadata(["t"]) == ConsumerProtocolMemberMetadata(0, ["t"], Claim("node-a", 0, 0).encode())
+    claim = Claim("node-a", 0, 0, a.elected_at).encode()
+    assert StreamAssignor(a).metadata(["t"]) == ConsumerProtocolMemberMetadata(0, ["t"], claim)
 
 
 def test_the_stream_s_topic_is_named_for_it():

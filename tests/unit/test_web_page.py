@@ -247,3 +247,21 @@ def test_page_puts_the_catch_up_line_first_and_only_while_catching_up() -> None:
 
     assert catching_up.index("Catching up") < catching_up.index("Problems") and line in catching_up
     assert "Catching up" not in live
+
+
+def test_a_sidecar_of_a_stream_shows_its_role_the_active_and_how_far_each_node_is_behind():
+    stream = {
+        "stream": "mainnet",
+        "role": "standby",
+        "term": None,
+        "active": "node-b",
+        "members": ["node-a", "node-b"],
+        "elected_at": None,
+        "nodes": {"node-a": {"head": 1.0, "behind_s": 42.4}, "node-b": {"head": 43.4, "behind_s": 0.0}},
+    }
+    page = render_page(status(role="standby", stream=stream))
+    assert "stream mainnet: <b>standby</b> (active node-b; members node-a (42 s behind), node-b (0 s behind))" in page
+
+
+def test_a_sidecar_alone_shows_no_stream():
+    assert "stream " not in render_page(status()).split("</header>")[0]
