@@ -41,6 +41,7 @@ SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_MS = 1000
 POLL_MS = 1000  # the group's consumer is polled (nothing is fetched: its partition is paused) this often
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 1.0, 30.0
+LEAVE_TIMEOUT_S = 5.0  # at the stop, how long leaving the group may take (a broker away does not answer)
 
 
 def stream_topic_name(stream_id: str) -> str:
@@ -222,4 +223,12 @@ class Leadership:
         at once instead of after the session timeout."""
         self._stopping = True
         if self._consumer is not None:
-            await self._consumer.stop()
+            try:
+                await asyncio.wait_for(self._consumer.stop(), LEAVE_TIMEOUT_S)
+            except TimeoutError:
+                self.log.warning(
+                    "stream_group_failed",
+                    group=self.group,
+                    role=self.role.value,
+                    error=f"no answer to leaving the group within {LEAVE_TIMEOUT_S:.0f} s",
+                )

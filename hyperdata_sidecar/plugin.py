@@ -75,7 +75,7 @@ class Sidecar:
         self.tables = tables = StateTables(*(self._table(name, about) for name, about in STATE_TABLES))
         self.state_writer = writer = StateWriter(metrics, log, str(settings.state_path), shutdown.pause, reopen_rocksdb)
         self.broker = broker = BrokerLink(settings, metrics, log, shutdown)
-        fatal = FatalProducer(app)
+        fatal = FatalProducer(app, log)
         stream = settings.stream_id
         self.leadership = leadership = (
             Leadership(settings, metrics, log, client_id=f"{app.conf.id}-stream", on_demoted=fatal.demoted) if stream else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import NamedTuple
 
@@ -36,7 +37,8 @@ from hyperdata_sidecar.transactions import TransactionAborted
 
 CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
 SNAPSHOT_POLL_S = 1.0  # how often periodic_abci_states is looked at (a few snapshots an hour)
-READINESS_EVERY_S = 1.0  # holds, unreadable trees and a vanished WATCH_DIR come and go between moves
+READINESS_EVERY_S = 1.0
+HARD_STOP_S = 30.0  # a worker stopping because it must (fatal, fenced, demoted, yielding) exits by then  # holds, unreadable trees and a vanished WATCH_DIR come and go between moves
 
 
 class Runtime(NamedTuple):
@@ -182,10 +184,12 @@ def _install_snapshot_loop(app: faust.App, runtime: Runtime) -> None:
 
 class FatalProducer:
     """The data plane's ``on_fatal``: librdkafka's producer cannot go on, so the worker stops (a
-    restart resumes from the checkpoints)."""
+    restart resumes from the checkpoints). Also the stop of a fenced, demoted or yielding worker. A
+    stop that has not ended after :data:`HARD_STOP_S` ends the process (``stop_overdue``, exit 1)."""
 
-    def __init__(self, app: faust.App) -> None:
+    def __init__(self, app: faust.App, log: EventLog) -> None:
         self.app = app
+        self.log = log
         self._crash: asyncio.Future[None] | None = None
 
     def __call__(self, error: confluent_kafka.KafkaError) -> None:
@@ -210,3 +214,11 @@ class FatalProducer:
         if self._crash is None:
             # Kept, since the event loop holds only a weak reference to a task (it could vanish unrun).
             self._crash = asyncio.ensure_future(self.app.crash(exc))
+            # What the worker published is committed or fenced: nothing is lost by not finishing the
+            # stop. Faust's own consumer can hang in its final commit after the process was frozen
+            # past its session (drill 19), and the restart must not wait for it.
+            asyncio.get_running_loop().call_later(HARD_STOP_S, self._exit_now, exc)
+
+    def _exit_now(self, exc: BaseException) -> None:
+        self.log.error("stop_overdue", waited_s=HARD_STOP_S, reason=f"{type(exc).__name__}: {exc}")
+        os._exit(1)

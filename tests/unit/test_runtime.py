@@ -73,3 +73,30 @@ async def test_records_left_undelivered_at_the_stop_are_said_in_one_line(tmp_pat
     await stop(make_runtime(tmp_path, [], left=7))
     [line] = [r for r in caplog.records if r.getMessage() == "records_not_delivered_at_stop"]
     assert line.fields["records"] == 7  # type: ignore[attr-defined]
+
+
+class HangingApp:
+    """A Faust app whose crash starts a stop that never ends (Faust's consumer stuck in its commit)."""
+
+    def __init__(self) -> None:
+        self.crashed: list[BaseException] = []
+
+    async def crash(self, exc: BaseException) -> None:
+        self.crashed.append(exc)
+        await asyncio.Event().wait()
+
+
+async def test_a_worker_that_must_stop_and_does_not_exits_after_the_bound(monkeypatch, caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    exits: list[int] = []
+    monkeypatch.setattr(runtime, "HARD_STOP_S", 0.05)
+    monkeypatch.setattr(runtime.os, "_exit", exits.append)
+    app = HangingApp()
+    fatal = runtime.FatalProducer(app, EventLog(logging.getLogger(LOGGER)))  # type: ignore[arg-type]
+    fatal.demoted("the stream's group elected node-b (term 4)")
+    fatal.fenced("ignored: the stop is under way")
+    await asyncio.sleep(0.2)
+    assert [str(e) for e in app.crashed] == ["no longer the stream's active: the stream's group elected node-b (term 4)"]
+    assert exits == [1]
+    overdue = [r for r in caplog.records if r.getMessage() == "stop_overdue"]
+    assert len(overdue) == 1 and overdue[0].fields["waited_s"] == 0.05  # type: ignore[attr-defined]
