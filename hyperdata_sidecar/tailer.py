@@ -411,7 +411,8 @@ class TableTailer:
             self.published_block = max(cursor.last_block, self.published_block or cursor.last_block)
         self.events.committed(tail.path, cycle.tally)
         await self.progress.checkpoint(cursor)
-        if self.positions is not None and cycle.tally.lines:
+        if self.positions is not None and cycle.tally.lines and cursor.stage is CursorStage.TAILING:
+            # A sealed file's late lines carry a late tag in their ids: not a place in the stream.
             await self.positions.note(self.table, cursor, cycle.tally.last_line)
         if not len(self.window):
             self.flow.txn.settled()
