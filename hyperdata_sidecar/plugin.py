@@ -90,6 +90,7 @@ class Sidecar:
             transactional_id=f"{stream_topic_name(stream)}-data" if stream else f"{app.conf.id}-sidecar",
             on_abort=lambda _reason: readiness.redo_reads(),
             on_fenced=fatal.fenced,
+            shared=bool(stream),
         )
         self.dataplane = dataplane = DataPlane(
             settings,

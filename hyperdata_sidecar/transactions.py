@@ -80,6 +80,7 @@ class Transactions:
         on_abort: Callable[[str], None],
         on_fenced: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
+        shared: bool = False,
     ) -> None:
         self.enabled = settings.exactly_once
         self.settings = settings
@@ -87,6 +88,9 @@ class Transactions:
         self.metrics = metrics
         self.log = log
         self.transactional_id = transactional_id
+        # STREAM_ID: the id is the stream's. A fatal error then never makes a new producer: its
+        # init_transactions would fence the stream's newer active; the worker stops instead.
+        self.shared = shared
         self._on_abort = on_abort
         self._on_fenced = on_fenced
         self._clock = clock
@@ -355,7 +359,7 @@ class Transactions:
                 if error is None:
                     raise
             old = self._clock() - self.budget.opened_at > self.settings.txn_timeout_ms / 1000
-            if error.fatal and self._renew is not None and (old or error.name != "_FENCED"):
+            if error.fatal and self._renew is not None and not self.shared and (old or error.name != "_FENCED"):
                 # librdkafka: after a fatal error, make a new producer. A transaction open longer
                 # than transaction.timeout.ms (the worker frozen, the commit unable to reach the
                 # broker) was aborted by the broker, which bumped the producer's epoch: librdkafka
@@ -424,6 +428,11 @@ class Transactions:
             transactional_id=self.transactional_id,
             error=error.name,
             detail=error.detail,
-            meaning="another worker with this app id (the same NODE_ID) started; this one stops and publishes nothing more",
+            meaning=(
+                "another sidecar of the stream took it over, or the broker aborted the transaction it held too long; "
+                "this one stops and publishes nothing more"
+                if self.shared
+                else "another worker with this app id (the same NODE_ID) started; this one stops and publishes nothing more"
+            ),
         )
         self._on_fenced(self.abort_reason)

@@ -2,13 +2,13 @@
 and other ``local_time``s, two workers, one stream. The group elects one active; a standby publishes
 nothing; a standby takes over where the stream's committed position is, in its own files; the nodes
 disagreeing there publishes nothing and says so. A ``read_committed`` reader sees every line id
-once, as the same event, in file order per partition."""
+once, as the same event, in file order per partition. How fast a standby takes over is checked by
+drill 19 (`make drills`); no timing is asserted here."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
-import time
 
 from hyperdata_sidecar.core.tables import TABLES
 
@@ -34,12 +34,10 @@ async def test_a_killed_actives_standby_takes_over_from_the_streams_position_and
         await a.worker.until(lambda: committed(a) >= 3, "a few committed transactions")
         assert role(b) == "standby" and committed(b) == 0
         kill(a.worker)
-        killed = time.monotonic()
         shutil.copytree(last_hour, a.watch, dirs_exist_ok=True)  # both nodes write the next hour
         second_node_tree(last_hour, b.watch)
         await b.until_events("stream_elected")
         await b.worker.until(lambda: committed(b) >= 1, "the new active's first commit")
-        took_over_s = time.monotonic() - killed
         assert b.events("stream_handover"), "the standby did not take the stream's position"
         a.start()  # as systemd would: it stands by, the active keeps the stream
         await a.until_events("stream_standby", 1)
@@ -49,7 +47,6 @@ async def test_a_killed_actives_standby_takes_over_from_the_streams_position_and
         report = await asyncio.to_thread(stream_report, kafka_bootstrap, data_topics(a.env), a.watch)
         assert report.ok, report.summary()
         assert report.records == report.expected and report.expected > 0
-        assert took_over_s < 15.0, f"the standby published {took_over_s:.1f} s after the active was killed"
     finally:
         for sidecar in (a, b):
             if sidecar.worker is not None:

@@ -44,10 +44,8 @@ async def test_an_active_whose_node_stalls_yields_to_the_standby_whose_node_goes
         writing = [append_live(last_hour, a.watch, 1), append_live(tmp_path / "hour-b", b.watch, 2)]
         await asyncio.sleep(6.0)
         writing[0].cancel()  # node a stalls
-        stalled = time.monotonic()
         await b.until_events("stream_elected")
         await b.worker.until(lambda: committed(b) >= 1, "the new active's first commit")
-        took_s = time.monotonic() - stalled
         yielded = a.events("stream_yielding")
         assert yielded and "ahead of this node's" in yielded[0]["reason"], yielded
         assert await exited(a) not in (None, 0), "node a did not stop by itself, non-zero, after yielding"
@@ -64,7 +62,6 @@ async def test_an_active_whose_node_stalls_yields_to_the_standby_whose_node_goes
         )
         assert report.ok, report.summary()
         assert report.records == report.expected
-        assert took_s < 60.0, f"the standby published {took_s:.1f} s after node a stalled"
     finally:
         for future in writing:
             future.cancel()

@@ -64,7 +64,7 @@ class Clock:
         return self.now
 
 
-def make(delivery: str = "exactly_once") -> tuple[Transactions, Clock, list[str], list[str]]:
+def make(delivery: str = "exactly_once", *, shared: bool = False) -> tuple[Transactions, Clock, list[str], list[str]]:
     settings = load_settings({"DELIVERY": delivery, "TXN_MAX_MS": "100", "TXN_MAX_BYTES": "1000", "NODE_ID": "n"})
     clock, aborts, fenced = Clock(), [], []
     txn = Transactions(
@@ -76,6 +76,7 @@ def make(delivery: str = "exactly_once") -> tuple[Transactions, Clock, list[str]
         on_abort=aborts.append,
         on_fenced=fenced.append,
         clock=clock,
+        shared=shared,
     )
     return txn, clock, aborts, fenced
 
@@ -356,3 +357,32 @@ async def test_a_fatal_error_that_is_not_a_newer_worker_gets_a_new_producer_and_
     assert [r.fields["error"] for r in caplog.records if r.getMessage() == "producer_renewed"] == [error.name]  # type: ignore[attr-defined]
     txn.resume()
     assert new.calls == ["init", "begin"] and txn.phase is TxnPhase.OPEN
+
+
+@pytest.mark.parametrize(
+    ("error", "age_s"),
+    [(INVALID_STATE, 0.0), (FENCED, 61.0)],
+    ids=["another fatal error", "fenced after the transaction timeout"],
+)
+async def test_a_stream_s_sidecar_never_makes_a_new_producer_it_stops(
+    error: TxnError, age_s: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """STREAM_ID: its init_transactions would fence the stream's newer active (a frozen former active
+    cannot tell the broker's abort from the successor's fence)."""
+    txn, clock, aborts, fenced = make(shared=True)
+    renewed: list[str] = []
+
+    async def renew() -> Producer:
+        renewed.append("init")
+        return Producer()
+
+    old = Producer()
+    await txn.start(old, spin, renew)  # type: ignore[arg-type]
+    old.fail["commit"] = [error]
+    await txn.admit(1)
+    clock.now += age_s
+    with caplog.at_level(logging.ERROR, logger=LOGGER), pytest.raises(ProducerFenced):
+        await txn.close()
+    assert renewed == [] and txn.phase is TxnPhase.FENCED and fenced and not aborts
+    [record] = [r for r in caplog.records if r.getMessage() == "producer_fenced"]
+    assert "another sidecar of the stream took it over" in record.fields["meaning"]  # type: ignore[attr-defined]
