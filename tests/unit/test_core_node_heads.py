@@ -79,3 +79,24 @@ def test_announcements_survive_their_encoding_and_garbage_is_none():
         b'{"node": "b", "tables": {}, "at": true}',
     ):
         assert Heads.decode(garbage) is None
+
+
+def test_both_nodes_stalled_nobody_yields_and_the_stream_goes_to_the_one_that_resumes():
+    active, successor = YieldWatch(lag_s=30.0), YieldWatch(lag_s=30.0)
+    stalled_at = T0
+    for second in range(120):  # both nodes stopped writing at stalled_at
+        now = T0 + second
+        assert active.observe(stalled_at, {"b": heads("b", stalled_at, now)}, now) is None
+    # node b resumes and catches up at 10 s of blocks a second; node a stays stalled.
+    reasons = []
+    for second in range(120, 140):
+        now = T0 + second
+        reasons.append(active.observe(stalled_at, {"b": heads("b", stalled_at + 10 * (second - 119), now)}, now))
+    first = next(i for i, reason in enumerate(reasons) if reason is not None)
+    assert first == 3 + int(AHEAD_FOR_S)  # ahead by more than 30 s from the 4th second, for 5 s
+    # Once node b is active, node a (still stalled, or resuming behind it) never gets it back.
+    for second in range(140, 300):
+        now = T0 + second
+        b_head = stalled_at + 10 * (second - 119)
+        a_head = min(b_head, stalled_at + 5 * max(0, second - 200))
+        assert successor.observe(b_head, {"a": heads("a", a_head, now)}, now) is None
