@@ -180,21 +180,36 @@ listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.com
         return f"SCRAM-SHA-256=[name={self.username},password={self.password}]"
 
 
-def _listeners(port: int, controller_port: int, sasl: SaslListener | None) -> dict[str, int]:
-    """Listener name → port (each is named after its security protocol, CONTROLLER aside)."""
+@dataclass(frozen=True)
+class ProxiedListener:
+    """A PLAINTEXT listener on ``port`` that tells its clients to connect to ``advertised_port``
+    instead, where a TCP proxy forwards to ``port``: a client that bootstraps from the proxy reaches
+    the broker only through it, so closing the proxy cuts that client off alone."""
+
+    port: int
+    advertised_port: int
+
+
+def _listeners(
+    port: int, controller_port: int, sasl: SaslListener | None, proxied: ProxiedListener | None = None
+) -> dict[str, int]:
+    """Listener name → port (each is named after its security protocol, CONTROLLER and PROXIED aside)."""
     listeners = {"PLAINTEXT": port, "CONTROLLER": controller_port}
     if sasl is not None:
         listeners["SASL_PLAINTEXT"] = sasl.port
+    if proxied is not None:
+        listeners["PROXIED"] = proxied.port
     return listeners
 
 
-def _server_properties(data_dir: Path, port: int, controller_port: int, sasl: SaslListener | None = None) -> str:
-    listeners = _listeners(port, controller_port, sasl)
+def _server_properties(
+    data_dir: Path, port: int, controller_port: int, sasl: SaslListener | None = None, proxied: ProxiedListener | None = None
+) -> str:
+    listeners = _listeners(port, controller_port, sasl, proxied)
     bound = ",".join(f"{name}://127.0.0.1:{listener_port}" for name, listener_port in listeners.items())
-    advertised = ",".join(
-        f"{name}://127.0.0.1:{listener_port}" for name, listener_port in listeners.items() if name != "CONTROLLER"
-    )
-    protocols = ",".join(f"{name}:{'PLAINTEXT' if name == 'CONTROLLER' else name}" for name in listeners)
+    shown = {**listeners, **({"PROXIED": proxied.advertised_port} if proxied is not None else {})}
+    advertised = ",".join(f"{name}://127.0.0.1:{listener_port}" for name, listener_port in shown.items() if name != "CONTROLLER")
+    protocols = ",".join(f"{name}:{'PLAINTEXT' if name in ('CONTROLLER', 'PROXIED') else name}" for name in listeners)
     return f"""# Written by devkafka on first start; its ports are fixed from then on.
 process.roles=broker,controller
 node.id=1
@@ -287,7 +302,8 @@ class LocalKafka:
 
     ``port`` (default: the data dir's, else 9092) and ``controller_port`` (default
     ``port + 1``) are written into the data dir on the first start, and so is ``sasl``, an
-    extra listener for clients that log in (default none); a later start with other listeners
+    extra listener for clients that log in (default none), and ``proxied``, one for clients that
+    go through a TCP proxy (default none); a later start with other listeners
     raises DevKafkaError rather than silently moving the broker. Only one broker may use a
     data dir at a time.
 
@@ -303,6 +319,7 @@ class LocalKafka:
         controller_port: int | None = None,
         cache_dir: Path | None = None,
         sasl: SaslListener | None = None,
+        proxied: ProxiedListener | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         if port is None and self._properties_path.exists():
@@ -312,6 +329,7 @@ class LocalKafka:
         self.controller_port = controller_port if controller_port is not None else self.port + 1
         self.cache_dir = cache_dir
         self.sasl = sasl
+        self.proxied = proxied
         self._process: subprocess.Popen | None = None
 
     @property
@@ -403,7 +421,7 @@ class LocalKafka:
     # ---- internals
 
     def _check_ports(self) -> None:
-        wanted = _listeners(self.port, self.controller_port, self.sasl)
+        wanted = _listeners(self.port, self.controller_port, self.sasl, self.proxied)
         if self._properties_path.exists():
             formatted = _read_listeners(self._properties_path)
             if formatted != wanted:
@@ -418,7 +436,9 @@ class LocalKafka:
     def _prepare_data_dir(self, java: str, libs: Path) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self._properties_path.exists():
-            self._properties_path.write_text(_server_properties(self.data_dir, self.port, self.controller_port, self.sasl))
+            self._properties_path.write_text(
+                _server_properties(self.data_dir, self.port, self.controller_port, self.sasl, self.proxied)
+            )
         (self.data_dir / "log4j2.properties").write_text(_log4j_properties(self.data_dir))
         if not (self.data_dir / "logs" / "meta.properties").exists():
             self._format_storage(java, libs)

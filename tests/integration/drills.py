@@ -49,7 +49,7 @@ from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from hyperdata_sidecar.core.tables import TABLES
-from hyperdata_sidecar.devkafka import LocalKafka, free_low_port
+from hyperdata_sidecar.devkafka import LocalKafka, ProxiedListener, free_low_port
 from hyperdata_sidecar.devs3 import MotoS3
 from hyperdata_sidecar.tools.expected import hour_files, read_tree
 from hyperdata_sidecar.tools.generate import FIRST_BLOCK, CorpusSummary, generate_corpus
@@ -90,6 +90,7 @@ from hostile import collect_hostile_lines
 from hostile_tree import HostileTree, collect_programs
 from sidecar_run import DAY_BOUNDARY, Sidecar
 from stream_kit import data_topics, second_node_tree, split_last_hour, stream_report
+from tcp_proxy import TcpProxy
 from worker_process import WorkerProcess
 
 BOOK, ORDERS, FILLS = (spec.dir_name for spec in TABLES)
@@ -2009,6 +2010,75 @@ async def stream_failover(
     return result
 
 
+async def stream_cut_off(ctx: DrillContext, *, hours: int = 2, lines_per_hour: int = 8000, cut_s: float = 20.0) -> DrillResult:
+    """``exactly_once``, ``STREAM_ID``: the active cut off from the broker alone. On a broker of the
+    drill's own, node a reaches the broker only through a TCP proxy (a listener that advertises the
+    proxy's port), node b directly. The proxy is closed for ``cut_s`` while both nodes write the next
+    hour: the standby takes the stream over; when the proxy opens again the former active stops by
+    itself (its producer fenced, or the group's verdict) and its restart stands by. A
+    ``read_committed`` reader sees every line id once, as the same event, in file order."""
+    result = DrillResult(19, "one stream from two nodes: the active cut off from the broker", variant="b")
+    if exactly_once_only(ctx, result):
+        return result
+    port = free_low_port()
+    proxied = ProxiedListener(free_low_port(exclude={port}), free_low_port(exclude={port, port + 1}))
+    broker = LocalKafka(
+        ctx.root / "kafka", port=port, controller_port=free_low_port(exclude={port, *vars(proxied).values()}), proxied=proxied
+    )
+    await asyncio.to_thread(broker.start)
+    proxy = TcpProxy(proxied.advertised_port, proxied.port)
+    await proxy.restore()
+    own = ctx.on(broker)
+    summary = corpus(ctx.root / "corpus", hours=hours, lines_per_hour=lines_per_hour)
+    earlier, last_hour = split_last_hour(Path(summary.root), ctx.root / "corpus-before", ctx.root / "corpus-hour")
+    stream = {"STREAM_ID": f"{ctx.prefix.rstrip('.')}-stream", "READ_BUDGET_BYTES": "65536", "TXN_MAX_MS": "100"}
+    a = own.sidecar("a", NODE_ID=f"{stream['STREAM_ID']}-a", KAFKA_BOOTSTRAP=proxy.address, **stream)
+    b = own.sidecar("b", NODE_ID=f"{stream['STREAM_ID']}-b", **stream)
+    shutil.copytree(earlier, a.watch, dirs_exist_ok=True)
+    second_node_tree(earlier, b.watch)
+    workers = {"a": a.start()}
+    try:
+        await wait_for(workers["a"], lambda: a.events("stream_elected"), "node a elected")
+        workers["b"] = b.start()
+        await wait_for(workers["b"], lambda: b.events("stream_standby"), "node b standing by")
+        await wait_for(workers["a"], lambda: caught_up(workers["a"], a.watch), "node a's catch-up")
+        await proxy.cut()
+        cut_at = time.monotonic()
+        shutil.copytree(last_hour, a.watch, dirs_exist_ok=True)
+        second_node_tree(last_hour, b.watch)
+        await wait_for(workers["b"], lambda: b.events("startup"), "node b taking the stream over")
+        took = time.monotonic() - cut_at
+        result.check("node b takes the stream over within 15 s of the cut", took < 15.0, f"{took:.1f}s")
+        result.note(f"node b took the stream over {took:.1f}s after node a was cut off")
+        await asyncio.sleep(max(0.0, cut_s - (time.monotonic() - cut_at)))
+        await proxy.restore()
+        code = await _exited(workers["a"], WAIT_S)
+        result.check(
+            "the cut-off former active stops by itself once it reaches the broker, non-zero",
+            code not in (None, 0),
+            f"exit {code}",
+        )
+        why = [e.get("reason", "") for e in a.events("stream_demoted")] + [
+            e.get("error", "") for e in a.events("producer_fenced")
+        ]
+        result.note(f"node a, reconnected, stopped with exit {code}: {why[-1] if why else 'no demotion or fencing line'}")
+        if code is not None:
+            await _restart_as_standby(workers, "a", a)
+        await wait_for(workers["b"], lambda: caught_up(workers["b"], b.watch), "node b to catch up")
+        report = await asyncio.to_thread(stream_report, broker.bootstrap, data_topics(a.env), a.watch)
+        result.lost, result.duplicates = len(report.missing), len(report.duplicates)
+        result.check("every line id once, the same event, in file order per partition", report.ok, report.summary())
+        result.check("as many records as lines", report.records == report.expected, report.summary())
+        for name in ("a", "b"):
+            await stop(workers[name], result, f"node {name}")
+    finally:
+        for worker in workers.values():
+            await asyncio.to_thread(worker.stop)
+        await proxy.cut()
+        await asyncio.to_thread(broker.stop)
+    return result
+
+
 async def _take_over(result: DrillResult, when: str, workers: dict, standby: Sidecar, *, kill_name: str) -> None:
     """SIGKILL the active; check that the standby runs from the stream's position within 15 s (its
     tailers built after the handover: it publishes whatever its node has beyond that position)."""
@@ -2093,4 +2163,5 @@ DRILLS: tuple[Drill, ...] = (
         stops_broker=True,
     ),
     Drill(19, stream_failover, dict(hours=3, lines_per_hour=60_000, replay_s=180.0, frozen_s=60.0)),
+    Drill(19, stream_cut_off, dict(hours=3, lines_per_hour=60_000, cut_s=60.0)),
 )

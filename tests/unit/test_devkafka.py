@@ -1,10 +1,11 @@
 """The local broker's bookkeeping that needs no Java: ports, pid files, missing tools."""
 
 import os
+from pathlib import Path
 
 import pytest
 
-from hyperdata_sidecar.devkafka import DevKafkaError, LocalKafka, SaslListener, resolve_jars
+from hyperdata_sidecar.devkafka import DevKafkaError, LocalKafka, ProxiedListener, SaslListener, _server_properties, resolve_jars
 
 PROPERTIES_OF_A_FORMATTED_DIR = """\
 # Written by devkafka on first start; its ports are fixed from then on.
@@ -82,3 +83,11 @@ def test_missing_maven_is_one_clear_error(tmp_path, monkeypatch):
 
     with pytest.raises(DevKafkaError, match="mvn not found on PATH"):
         resolve_jars(tmp_path / "cache")
+
+
+def test_a_proxied_listener_is_bound_on_its_port_and_advertised_on_the_proxys():
+    text = _server_properties(Path("/data"), 29100, 29101, proxied=ProxiedListener(29103, 29104))
+    values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    assert values["listeners"] == "PLAINTEXT://127.0.0.1:29100,CONTROLLER://127.0.0.1:29101,PROXIED://127.0.0.1:29103"
+    assert values["advertised.listeners"] == "PLAINTEXT://127.0.0.1:29100,PROXIED://127.0.0.1:29104"
+    assert values["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,PROXIED:PLAINTEXT"
