@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import NamedTuple, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
@@ -41,11 +41,8 @@ class Claim(NamedTuple):
     def decode(cls, data: bytes | None) -> Claim | None:
         """The claim in ``data``, or None for a member that said nothing this version reads (it is
         never elected)."""
-        try:
-            value = orjson.loads(data or b"")
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(value, dict):
+        value = json_object(data)
+        if value is None:
             return None
         node, term, seen, since = value.get("node"), value.get("term"), value.get("seen", 0), value.get("since", 0.0)
         if not isinstance(node, str) or not node or not _count(term) or not _count(seen):
@@ -68,11 +65,8 @@ class Verdict(NamedTuple):
 
     @classmethod
     def decode(cls, data: bytes | None) -> Verdict | None:
-        try:
-            value = orjson.loads(data or b"")
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(value, dict):
+        value = json_object(data)
+        if value is None:
             return None
         active, term, members = value.get("active"), value.get("term"), value.get("members")
         if not (active is None or isinstance(active, str)) or not isinstance(term, int) or not isinstance(members, list):
@@ -109,6 +103,16 @@ def elect(claims: Mapping[str, Claim | None]) -> Election:
     chosen = min(valid, key=lambda member: (valid[member].node, member))
     term = max(max(claim.term, claim.seen) for claim in valid.values()) + 1
     return Election(chosen, Verdict(valid[chosen].node, term, members))
+
+
+def json_object(data: bytes | None) -> dict[str, Any] | None:
+    """The JSON object ``data`` holds (a member's claim, an assignment's verdict, a node's heads), or
+    None for anything else: what another version of the sidecar wrote is read, never trusted."""
+    try:
+        value = orjson.loads(data or b"")
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _count(value: object) -> TypeGuard[int]:

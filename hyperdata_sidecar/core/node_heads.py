@@ -13,9 +13,11 @@ stream back. Nothing here does I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import orjson
+
+from hyperdata_sidecar.core.leadership import json_object
 
 #: How long a standby's node must stay ahead by more than the lag setting before the active yields.
 AHEAD_FOR_S = 5.0
@@ -41,11 +43,8 @@ class Heads(NamedTuple):
     @classmethod
     def decode(cls, data: bytes | None) -> Heads | None:
         """The announcement in ``data``, or None for a record this version cannot read."""
-        try:
-            value: Any = orjson.loads(data or b"")
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(value, dict):
+        value = json_object(data)
+        if value is None:
             return None
         node, tables, at = value.get("node"), value.get("tables"), value.get("at")
         if not isinstance(node, str) or not isinstance(tables, dict) or not isinstance(at, int | float) or isinstance(at, bool):
