@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
@@ -188,7 +188,7 @@ class Leadership:
                 consumer.subscribe([self.topic], listener=_Paused(consumer))
                 backoff = Backoff(FIRST_BACKOFF_S, MAX_BACKOFF_S)
                 while not self._stopping:
-                    await consumer.getmany(TopicPartition(self.topic, 0), timeout_ms=POLL_MS)
+                    await consumer.getmany(timeout_ms=POLL_MS)  # keeps the member alive; its partition is paused
             except (KafkaError, OSError) as exc:
                 self.problem = f"the leadership group's consumer failed: {type(exc).__name__}: {exc}"
                 self.log.limited(

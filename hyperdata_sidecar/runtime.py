@@ -37,8 +37,8 @@ from hyperdata_sidecar.transactions import TransactionAborted
 
 CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
 SNAPSHOT_POLL_S = 1.0  # how often periodic_abci_states is looked at (a few snapshots an hour)
-READINESS_EVERY_S = 1.0
-HARD_STOP_S = 30.0  # a worker stopping because it must (fatal, fenced, demoted, yielding) exits by then  # holds, unreadable trees and a vanished WATCH_DIR come and go between moves
+READINESS_EVERY_S = 1.0  # holds, unreadable trees and a vanished WATCH_DIR come and go between moves
+HARD_STOP_S = 30.0  # a worker stopping because it must (fatal, fenced, demoted, yielding) exits by then
 
 
 class Runtime(NamedTuple):
@@ -207,7 +207,8 @@ class FatalProducer:
 
     def fenced(self, reason: str) -> None:
         """exactly_once: another producer took this worker's ``transactional.id`` (a second worker
-        with the same NODE_ID started): this one has published nothing since, and stops."""
+        with the same NODE_ID started, or with STREAM_ID the stream's new active): this one has
+        published nothing since, and stops."""
         self._stop(RuntimeError(f"fenced by another worker with the same transactional.id: {reason}"))
 
     def _stop(self, exc: BaseException) -> None:

@@ -3,9 +3,10 @@
 At start (the first poll after the runtime connected, :meth:`TableSync.at_start`) the offsets table
 must hold every checkpoint sent before this process: the progress topic's barrier waits for that.
 Then the tailers are built from the stored cursors (with ``STREAM_ID``, moved to the stream's
-committed position first: :class:`~hyperdata_sidecar.stream_handover.StreamHandover`), the finalized files whose seal or backup is not
-recorded are handed to the agents again, as are the published snapshots whose backup is not done,
-the snapshot watcher takes what was announced, and the worker runs.
+committed position first: :class:`~hyperdata_sidecar.stream_handover.StreamHandover`), the
+finalized files whose seal or backup is not recorded are handed to the agents again, as are the
+published snapshots whose backup is not done, the snapshot watcher takes what was announced, and
+the worker runs.
 
 After a rebalance (Faust's ``on_rebalance_complete``, :meth:`TableSync.rebalanced`) the rotation
 records Faust committed for an agent that never ran on them are handed over again, from the
