@@ -87,8 +87,12 @@ class StreamHandover:
             if position is None:
                 resumed[table] = dict(own)  # the stream has not published this table: this node's own cursors
                 continue
-            files = table_hour_files(Path(self.settings.watch_dir), table)
-            found = await asyncio.to_thread(locate, self.settings.watch_dir, spec, files, position)
+            try:
+                files = table_hour_files(Path(self.settings.watch_dir), table)
+                found = await asyncio.to_thread(locate, self.settings.watch_dir, spec, files, position)
+            except OSError as exc:  # a file pruned or made unreadable under the search: look again
+                waiting[table] = f"cannot read this node's files for the stream's line {position.line_id}: {exc}"
+                continue
             if isinstance(found, Found):
                 resumed[table] = resume_cursors(own, files, found, position)
                 found_at.append(
