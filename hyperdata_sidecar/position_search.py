@@ -25,7 +25,7 @@ CHUNK = 1 << 16
 def locate(watch_dir: Path, spec: TableSpec, files: Sequence[str], position: StreamPosition) -> Found | Disagreement | None:
     """Where the stream's line of ``position`` is in ``files`` (the table's hour files, paths under
     ``watch_dir``, in order): Found, a Disagreement, or None when this node has not written it yet."""
-    firsts = [_first_block(watch_dir / path, spec) for path in files]
+    firsts = [_next_good_block(watch_dir / path, spec, 0) for path in files]  # each file's first good block
     before = [i for i, block in enumerate(firsts) if block is not None and block < position.block]
     if before:
         index = before[-1]
@@ -54,15 +54,6 @@ def _walk(watch_dir: Path, spec: TableSpec, files: Sequence[str], start: int) ->
             yield WalkedLine(path, begin, end, inspect_line(spec, line), line)
 
 
-def _first_block(path: Path, spec: TableSpec) -> int | None:
-    """The block of the file's first good line (None: none complete yet)."""
-    for line, _start, _end in _lines_from(path, 0):
-        info = inspect_line(spec, line)
-        if isinstance(info, LineInfo):
-            return info.block_number
-    return None
-
-
 def _first_line_of_block(path: Path, spec: TableSpec, block: int) -> int:
     """The offset of the first line whose good line block is ``block`` or later (a lower bound: the
     smallest offset from which the next good line is in ``block`` or later)."""
@@ -78,6 +69,7 @@ def _first_line_of_block(path: Path, spec: TableSpec, block: int) -> int:
 
 
 def _next_good_block(path: Path, spec: TableSpec, offset: int) -> int | None:
+    """The block of the first good line that starts at or after ``offset`` (None: none complete yet)."""
     for line, _start, _end in _lines_from(path, _line_start_at_or_after(path, offset)):
         info = inspect_line(spec, line)
         if isinstance(info, LineInfo):

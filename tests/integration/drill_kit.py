@@ -246,6 +246,14 @@ async def terminate(worker: WorkerProcess, bound_s: float) -> tuple[int | None, 
     return None, time.monotonic() - started
 
 
+async def stopped_by_itself(worker: WorkerProcess, timeout_s: float) -> int | None:
+    """The worker's exit code once it exits by itself (None if it still runs after ``timeout_s``)."""
+    started = time.monotonic()
+    while exit_code(worker) is None and time.monotonic() - started < timeout_s:
+        await asyncio.sleep(0.2)
+    return exit_code(worker)
+
+
 async def wait_for(worker: WorkerProcess | None, condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> float:
     """Poll ``condition`` (run in a thread: it may do HTTP) until it holds; returns the seconds it took.
 

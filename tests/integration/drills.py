@@ -81,6 +81,7 @@ from drill_kit import (
     reached,
     records_since,
     rss_kib,
+    stopped_by_itself,
     terminate,
     thread_cpu_s,
     verify_with_backups,
@@ -1829,7 +1830,7 @@ async def second_worker_same_node_id(ctx: DrillContext, *, hours: int = 3, lines
         await wait_for(b, lambda: second.events("transactions_started"), "the second worker to take the transactional.id")
         fenced_at = time.monotonic()
         shutil.copytree(last_hour, first.watch, dirs_exist_ok=True)
-        code = await _exited(a, WAIT_S)
+        code = await stopped_by_itself(a, WAIT_S)
         result.check("the first worker stops by itself with a non-zero exit", code not in (None, 0), f"exit {code}")
         fenced = first.events("producer_fenced")
         result.check(
@@ -1851,14 +1852,6 @@ async def second_worker_same_node_id(ctx: DrillContext, *, hours: int = 3, lines
         if b is not None:
             await asyncio.to_thread(b.stop)
     return result
-
-
-async def _exited(worker, timeout_s: float) -> int | None:
-    """The worker's exit code once it exits by itself (None if it still runs after ``timeout_s``)."""
-    started = time.monotonic()
-    while exit_code(worker) is None and time.monotonic() - started < timeout_s:
-        await asyncio.sleep(0.2)
-    return exit_code(worker)
 
 
 async def broker_frozen_past_txn_timeout(
@@ -1985,7 +1978,7 @@ async def stream_failover(
             await asyncio.sleep(max(0.0, frozen_s - (time.monotonic() - frozen_at)))
         finally:
             os.killpg(pid(workers["a"]), signal.SIGCONT)
-        code = await _exited(workers["a"], WAIT_S)
+        code = await stopped_by_itself(workers["a"], WAIT_S)
         result.check("the thawed former active stops by itself, non-zero", code not in (None, 0), f"exit {code}")
         reasons = [e.get("reason", "") for e in a.events("stream_demoted")] + [
             e.get("error", "") for e in a.events("producer_fenced")
@@ -2052,7 +2045,7 @@ async def stream_cut_off(ctx: DrillContext, *, hours: int = 2, lines_per_hour: i
         result.note(f"node b took the stream over {took:.1f}s after node a was cut off")
         await asyncio.sleep(max(0.0, cut_s - (time.monotonic() - cut_at)))
         await proxy.restore()
-        code = await _exited(workers["a"], WAIT_S)
+        code = await stopped_by_itself(workers["a"], WAIT_S)
         result.check(
             "the cut-off former active stops by itself once it reaches the broker, non-zero",
             code not in (None, 0),

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import time
 
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.tools.generate import generate_corpus
 from hyperdata_sidecar.tools.replay import replay
 
-from drill_kit import caught_up, exit_code
-from sidecar_run import DAY_BOUNDARY, Sidecar
+from drill_kit import caught_up, stopped_by_itself
+from sidecar_run import DAY_BOUNDARY
 from stream_kit import committed, data_topics, finish, role, second_node_tree, split_last_hour, stream_report, two_nodes
 
 REPLAY_S = 20.0
@@ -48,7 +47,8 @@ async def test_an_active_whose_node_stalls_yields_to_the_standby_whose_node_goes
         await b.worker.until(lambda: committed(b) >= 1, "the new active's first commit")
         yielded = a.events("stream_yielding")
         assert yielded and "ahead of this node's" in yielded[0]["reason"], yielded
-        assert await exited(a) not in (None, 0), "node a did not stop by itself, non-zero, after yielding"
+        assert a.worker is not None
+        assert await stopped_by_itself(a.worker, 60.0) not in (None, 0), "node a did not stop by itself, non-zero, after yielding"
         finish(last_hour, a.watch)  # node a resumes and catches up with its own writing
         a.start()
         await a.until_events("stream_standby")
@@ -86,12 +86,3 @@ def corpus_of(earlier, last_hour, target):
     for part in (earlier, last_hour):
         shutil.copytree(part, target, dirs_exist_ok=True)
     return target
-
-
-async def exited(sidecar: Sidecar, timeout_s: float = 60.0) -> int | None:
-    """The worker's exit code once it stops by itself (None if it still runs after ``timeout_s``)."""
-    assert sidecar.worker is not None
-    deadline = time.monotonic() + timeout_s
-    while exit_code(sidecar.worker) is None and time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
-    return exit_code(sidecar.worker)

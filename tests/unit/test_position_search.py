@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
-from hyperdata_sidecar.core.stream_position import Disagreement, Found, position_after
+from hyperdata_sidecar.core.stream_position import Disagreement, Found
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR
 from hyperdata_sidecar.position_search import _first_line_of_block, locate
+
+from test_core_stream_position import position_of
 
 TABLE = "node_fills_streaming"
 SPEC = TABLE_BY_DIR[TABLE]
@@ -32,15 +33,6 @@ def write(root: Path, hours: list[list[bytes]], *, tail: bytes = b"") -> list[st
         (root / path).write_bytes(b"".join(item + b"\n" for item in lines) + (tail if hour == len(hours) - 1 else b""))
         paths.append(path)
     return paths
-
-
-def stream_position(lines: list[bytes], index: int):
-    """The position an active that published ``lines`` (in this order) writes after ``lines[index]``."""
-    infos = [inspect_line(SPEC, item) for item in lines[: index + 1]]
-    last = infos[-1]
-    assert isinstance(last, LineInfo)
-    seq = sum(i.n_events for i in infos if isinstance(i, LineInfo) and i.block_number == last.block_number)
-    return position_after(TABLE, (last.block_number, seq, 0), lines[index], last, node="a", source="x", offset=0)
 
 
 def end_of(root: Path, path: str, index_in_file: int) -> int:
@@ -67,13 +59,13 @@ def test_every_line_of_the_stream_is_found_where_this_node_wrote_it(tmp_path_fac
     published = [orjson.dumps({**orjson.loads(item), "local_time": "a"}) for item in everything]  # the other node's bytes
     hour = next(h for h, lines in enumerate(hours) if index < sum(len(x) for x in hours[: h + 1]))
     in_file = index - sum(len(x) for x in hours[:hour])
-    assert locate(root, SPEC, files, stream_position(published, index)) == Found(files[hour], end_of(root, files[hour], in_file))
+    assert locate(root, SPEC, files, position_of(published, index)) == Found(files[hour], end_of(root, files[hour], in_file))
 
 
 def test_a_block_begun_in_the_previous_file_counts_its_events_there(tmp_path):
     first, second = [line(7, 1), line(8, 2, 2)], [line(8, 3), line(8, 4), line(9, 5)]
     files = write(tmp_path, [first, second])
-    position = stream_position(first + second, 3)  # block 8, event 3
+    position = position_of(first + second, 3)  # block 8, event 3
     assert position.seq == 3
     assert locate(tmp_path, SPEC, files, position) == Found(files[1], end_of(tmp_path, files[1], 1))
 
@@ -81,19 +73,19 @@ def test_a_block_begun_in_the_previous_file_counts_its_events_there(tmp_path):
 def test_a_line_not_written_here_yet_is_neither_found_nor_a_disagreement(tmp_path):
     lines = [line(7, 1), line(8, 2), line(8, 3)]
     files = write(tmp_path, [lines[:2]], tail=lines[2][:10])  # the third line is still being written
-    assert locate(tmp_path, SPEC, files, stream_position(lines, 2)) is None
-    assert locate(tmp_path, SPEC, [], stream_position(lines, 2)) is None
+    assert locate(tmp_path, SPEC, files, position_of(lines, 2)) is None
+    assert locate(tmp_path, SPEC, [], position_of(lines, 2)) is None
 
 
 def test_files_that_begin_after_the_streams_line_are_a_disagreement(tmp_path):
     files = write(tmp_path, [[line(20, 1), line(21, 2)]])
-    result = locate(tmp_path, SPEC, files, stream_position([line(10, 9)], 0))
+    result = locate(tmp_path, SPEC, files, position_of([line(10, 9)], 0))
     assert isinstance(result, Disagreement) and "oldest line is in block 20" in result.reason
 
 
 def test_another_event_at_the_streams_line_is_a_disagreement_named_by_file_and_offset(tmp_path):
     files = write(tmp_path, [[line(7, 1), line(8, 2), line(8, 77), line(9, 4)]])
-    result = locate(tmp_path, SPEC, files, stream_position([line(7, 1), line(8, 2), line(8, 3)], 2))
+    result = locate(tmp_path, SPEC, files, position_of([line(7, 1), line(8, 2), line(8, 3)], 2))
     assert result == Disagreement(
         files[0], end_of(tmp_path, files[0], 1), "another event than the stream's line node_fills_streaming|8|1"
     )
@@ -104,7 +96,7 @@ def test_a_block_that_went_down_in_this_nodes_file_is_walked_from_the_start(tmp_
     # the second block 6, another event; the walk from the start finds the line.
     lines = [line(6, 1), line(9, 2), *(line(2, n) for n in range(3, 9)), line(6, 9), line(7, 10)]
     files = write(tmp_path, [lines])
-    position = stream_position([line(6, 1)], 0)
+    position = position_of([line(6, 1)], 0)
     assert _first_line_of_block(tmp_path / files[0], SPEC, 6) == end_of(tmp_path, files[0], 7)
     assert locate(tmp_path, SPEC, files, position) == Found(files[0], end_of(tmp_path, files[0], 0))
 
@@ -112,5 +104,5 @@ def test_a_block_that_went_down_in_this_nodes_file_is_walked_from_the_start(tmp_
 @pytest.mark.parametrize("bad", [b"", b"{not json", b'{"block_number": 8}'])
 def test_dead_letters_around_the_line_are_passed_over(tmp_path, bad):
     files = write(tmp_path, [[line(7, 1), bad, line(8, 2), bad, line(8, 3), bad]])
-    position = stream_position([line(7, 1), line(8, 2), line(8, 3)], 2)
+    position = position_of([line(7, 1), line(8, 2), line(8, 3)], 2)
     assert locate(tmp_path, SPEC, files, position) == Found(files[0], end_of(tmp_path, files[0], 4))
