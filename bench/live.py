@@ -11,6 +11,10 @@ the consumer (:mod:`bench.latency`). Each one's CPU is measured over the tap's r
 machine's too, so a saturated machine shows as such next to the latency it produced. The worker's
 peak RSS and the backups it made (none with the default ``BACKUP_SINK=none``) are kept with them:
 the ``backup`` scenario runs this one twice, without and with the worker backing the snapshot up.
+
+With ``STREAM_ID`` among the run's settings (``--set STREAM_ID=<stream>``) the worker is its
+stream's active and a second worker of the stream, on the same ``WATCH_DIR`` (a node writing the
+same files at the same rate), stands by beside it: its CPU is measured over the tap's run too.
 """
 
 from __future__ import annotations
@@ -85,15 +89,26 @@ def run(
     if options.snapshot_mb > 0:
         snapshot = SnapshotFile(snapshot_height(corpus), START.strftime("%Y%m%d"))
         landing = SnapshotLanding(worker.watch, snapshot, int(options.snapshot_mb * 1024 * 1024), options.live_s / 2)
+    standby = None
+    if "STREAM_ID" in overrides:
+        standby = SidecarWorker(root / "standby", ctx.broker.bootstrap, ctx.topic_prefix(name), **overrides)
+        standby.settings["WATCH_DIR"] = str(worker.watch)
     worker.start()
     try:
         worker.wait_for_startup()
-        shares, machine, tap_window = _replay_and_measure(ctx, worker, root, Path(corpus.root), lines, landing)
+        if standby is not None:
+            standby.start()
+            standby.wait_for(lambda: standby.events("stream_standby"), "the standby standing by", 120.0)
+        shares, machine, tap_window = _replay_and_measure(ctx, worker, root, Path(corpus.root), lines, landing, standby)
         snapshot_row = _snapshot_outcome(worker, landing) if landing is not None else None
         peak_rss_kib = memory_kib(worker.pid).get("VmHWM")
         backups = worker.events("backup")
+        if standby is not None and standby.events("stream_elected"):
+            raise BenchError(f"the stream's second worker was elected during the run; see {standby.log_path}")
     finally:
         worker.stop()
+        if standby is not None:
+            standby.stop()
     latency = json.loads((root / "latency.json").read_text())
     replayed = json.loads((root / "tap.json").read_text())
     result.details = {
@@ -151,6 +166,7 @@ def _replay_and_measure(
     corpus: Path,
     lines: dict[str, int],
     landing: SnapshotLanding | None,
+    standby: SidecarWorker | None = None,
 ) -> tuple[dict[str, float], float, tuple[float, float]]:
     """Run the tap to its end with the consumer reading (and the snapshot landing halfway); (CPU % of
     one core per process, machine CPU %, the tap's first and last moment in epoch seconds)."""
@@ -166,6 +182,8 @@ def _replay_and_measure(
         if landing is not None:
             landing.start()
         pids = {"sidecar": worker.pid, "tap": tap.pid, "consumer": consumer.pid}
+        if standby is not None:
+            pids["standby"] = standby.pid
         pids.update({f"consumer kcat {n}": pid for n, pid in enumerate(readers, 1)})
         if ctx.broker.pid is not None:
             pids["broker"] = ctx.broker.pid
@@ -193,7 +211,7 @@ def _replay_and_measure(
     # The tap has exited by the end of the window: its own rusage is exact where the last /proc sample is not.
     shares["tap"] = round(100 * tap_cpu / cpu.wall_s, 1)
     shares["consumer"] = round(sum(share for name, share in shares.items() if name.startswith("consumer")), 1)
-    ours = sum(shares[name] for name in ("sidecar", "tap", "consumer", "broker") if name in shares)
+    ours = sum(shares[name] for name in ("sidecar", "standby", "tap", "consumer", "broker") if name in shares)
     shares["stolen by the hypervisor"] = round(cpu.steal_share(), 1)
     shares["other processes"] = round(cpu.machine_share() - cpu.steal_share() - ours, 1)
     return shares, round(cpu.machine_share(), 1), tap_window
@@ -243,6 +261,13 @@ def _report(
         str(goals.live_cpu_pct),
         goals.live_cpu_pct.met(shares["sidecar"]),
     )
+    if "standby" in shares:
+        result.row(
+            "standby CPU share (STREAM_ID)",
+            f"{shares['standby']:.1f}% of one core",
+            str(targets.STANDBY_CPU_PCT),
+            targets.STANDBY_CPU_PCT.met(shares["standby"]),
+        )
     names = ("tap", "consumer", "broker", "other processes", "stolen by the hypervisor")
     result.row("others' CPU share", ", ".join(f"{name} {shares[name]:.0f}%" for name in names if name in shares))
     result.row("machine CPU (all processes)", f"{machine:.0f}% of 200%")

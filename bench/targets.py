@@ -41,6 +41,9 @@ BACKUP_LIVE_P99_RATIO = 1.2
 LIVE_P50 = Bound(0.5, at_most=True, unit=" s")
 """Live at production rate: append-to-receive p50, whichever engine."""
 
+STANDBY_CPU_PCT = Bound(5, at_most=True, unit="%")
+"""With ``STREAM_ID``: a standby's CPU while its node writes at production rate, % of one core (issue 28)."""
+
 
 @dataclass(frozen=True)
 class EngineTargets:

@@ -56,7 +56,9 @@ BUCKET = "drills"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/drills.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default="", help="comma-separated drill numbers (default: all)")
+    parser.add_argument(
+        "--only", default="", help="comma-separated drill numbers or drill names, e.g. 19 or stream_stalls (default: all)"
+    )
     parser.add_argument("--small", action="store_true", help="run at the CI scale instead of the full one")
     parser.add_argument("--work-dir", type=Path, default=REPO / "var" / "drills", help="broker and drill dirs (wiped first)")
     parser.add_argument("--port", type=int, default=None, help="broker port (default: a free one below the ephemeral range)")
@@ -68,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         "--backup-sink", choices=BACKUP_SINKS, default=LOCAL, help="BACKUP_SINK of every sidecar (default: %(default)s)"
     )
     args = parser.parse_args(argv)
-    wanted = {int(n) for n in args.only.split(",") if n.strip()} or {d.number for d in DRILLS}
-    drills = [d for d in DRILLS if d.number in wanted]
+    wanted = {n.strip() for n in args.only.split(",") if n.strip()}
+    drills = [d for d in DRILLS if not wanted or {str(d.number), d.run.__name__} & wanted]
     full = not args.small
     results = asyncio.run(
         run_all(drills, args.work_dir, args.port, full=full, delivery=args.delivery, backup_sink=args.backup_sink)

@@ -1,6 +1,6 @@
 """How far each node of a stream has written, and when the active yields to a standby's node ahead.
 
-Every sidecar of a stream announces its node's *head* about once a second: per table, the
+Every sidecar of a stream announces its node's *head* about twice a second: per table, the
 ``block_time`` of the newest complete line on disk (:class:`Heads`). A node's head is the oldest of
 its tables' (:func:`node_head`): a table whose writer stalls holds it back. The active compares its
 node's head with the standbys' (:class:`YieldWatch`) and yields when one is ahead by more than

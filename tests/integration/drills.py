@@ -90,7 +90,7 @@ from drill_kit import (
 from hostile import collect_hostile_lines
 from hostile_tree import HostileTree, collect_programs
 from sidecar_run import DAY_BOUNDARY, Sidecar
-from stream_kit import data_topics, second_node_tree, split_last_hour, stream_report
+from stream_kit import LiveNode, StreamLag, data_topics, role, second_node_tree, split_last_hour, stream_report
 from tcp_proxy import TcpProxy
 from worker_process import WorkerProcess
 
@@ -2072,6 +2072,156 @@ async def stream_cut_off(ctx: DrillContext, *, hours: int = 2, lines_per_hour: i
     return result
 
 
+async def stream_stalls(
+    ctx: DrillContext,
+    *,
+    lines_per_hour: int = 36_000,
+    lag_s: float = 10.0,
+    settle_s: float = 10.0,
+    stall_s: float = 40.0,
+    both_s: float = 25.0,
+) -> DrillResult:
+    """``exactly_once``, ``STREAM_ID``: nodes that stall. Both nodes write one hour live, blocks 5
+    lines apart at ``lines_per_hour`` a table, so ``block_time`` advances a second a second, every
+    line's ``local_time`` the moment it is appended; a ``read_committed`` reader notes each record's
+    publish lag.
+
+    (b) Node a (the active's) stops appending for ``stall_s`` while b goes on: the stream is handed
+    to b within ``lag_s`` (``STREAM_YIELD_LAG_S``) + 10 s and its publish lag comes back under 2 s;
+    node a stops by itself, its restart (as systemd's) stands by, and once its node resumes (writing
+    at once what it missed) it gets no stream back while both append. (e) Both nodes stall for
+    ``both_s`` (longer than the lag setting): no election; then node a's resumes alone: b yields to
+    it within ``lag_s`` + 10 s, once, and the stream goes on from a. Every line id once, the same
+    event, in file order per partition; each sidecar elected once."""
+    result = DrillResult(19, "one stream from two nodes: the active's node stalls, then both", variant="c")
+    if exactly_once_only(ctx, result):
+        return result
+    per_table = {spec.dir_name: lines_per_hour for spec in TABLES}
+    summary = corpus(ctx.root / "corpus", hours=1, lines_per_hour=per_table, lines_per_block=dict.fromkeys(per_table, 5))
+    stream = {
+        "STREAM_ID": f"{ctx.prefix.rstrip('.')}-stream",
+        "STREAM_YIELD_LAG_S": f"{lag_s:g}",
+        "READ_BUDGET_BYTES": "65536",
+        "TXN_MAX_MS": "100",
+    }
+    a, b = (ctx.sidecar(name, NODE_ID=f"{stream['STREAM_ID']}-{name}", **stream) for name in ("a", "b"))
+    rate = lines_per_hour / 3600.0
+    nodes = {"a": LiveNode(Path(summary.root), a.watch, rate), "b": LiveNode(Path(summary.root), b.watch, rate)}
+    sidecars = {"a": a, "b": b}
+    workers: dict[str, WorkerProcess] = {}
+    lag = StreamLag(ctx.bootstrap, data_topics(a.env))
+    for node in nodes.values():
+        node.start()
+    try:
+        await asyncio.sleep(1.0)  # the nodes' first lines
+        workers["a"] = a.start()
+        await wait_for(workers["a"], lambda: a.events("startup"), "node a elected and publishing")
+        workers["b"] = b.start()
+        await wait_for(workers["b"], lambda: b.events("stream_standby"), "node b standing by")
+        lag.start()
+        cpu_before, watched_from = cpu_s(pid(workers["b"])), time.monotonic()
+        await asyncio.sleep(settle_s)
+        result.note(
+            f"node b stood by at {100 * (cpu_s(pid(workers['b'])) - cpu_before) / (time.monotonic() - watched_from):.1f} % "
+            f"of a core while both nodes appended {3 * rate:.0f} lines/s"
+        )
+        result.check("two healthy nodes: node b is not elected", not b.events("stream_elected"), str(b.events("stream_elected")))
+
+        nodes["a"].stall()
+        stalled_at = time.time()
+        await _yields_to(result, f"node a's node stalled {stall_s:.0f}s", sidecars, workers, lag, "a", stalled_at, lag_s)
+        await asyncio.sleep(max(0.0, stall_s - (time.time() - stalled_at)))
+        nodes["a"].resume(catching_up_with=nodes["b"])
+        await asyncio.sleep(lag_s + settle_s)  # past the lag setting and the yield's 5 s
+        result.check(
+            "node a's node resumed and level with b's: no switch back",
+            (role(a), role(b)) == ("standby", "active") and len(a.events("stream_elected")) == 1,
+            f"roles a {role(a)}, b {role(b)}; node a elected {len(a.events('stream_elected'))} times",
+        )
+
+        for node in nodes.values():
+            node.stall()
+        elected = {name: len(sidecar.events("stream_elected")) for name, sidecar in sidecars.items()}
+        await asyncio.sleep(both_s)
+        result.check(
+            f"both nodes stalled for {both_s:.0f}s: nobody elected, nobody yields",
+            {name: len(sidecar.events("stream_elected")) for name, sidecar in sidecars.items()} == elected
+            and not b.events("stream_yielding")
+            and role(b) == "active",
+            f"elections {elected}, node b {role(b)}",
+        )
+        nodes["a"].resume()
+        await _yields_to(result, "both nodes stalled, node a's resumed", sidecars, workers, lag, "b", time.time(), lag_s)
+        nodes["b"].resume(catching_up_with=nodes["a"])
+        await asyncio.sleep(settle_s)
+        counts = {name: len(sidecar.events("stream_elected")) for name, sidecar in sidecars.items()}
+        result.check("no leadership storm: node a elected twice, node b once", counts == {"a": 2, "b": 1}, str(counts))
+
+        for node in nodes.values():
+            await node.stop()
+        nodes["a"].write_up_to(nodes["b"])
+        nodes["b"].write_up_to(nodes["a"])
+        await wait_for(workers["a"], lambda: caught_up(workers["a"], a.watch), "node a to catch up")
+        report = await asyncio.to_thread(stream_report, ctx.bootstrap, data_topics(a.env), a.watch)
+        result.lost, result.duplicates = len(report.missing), len(report.duplicates)
+        result.check("every line id once, the same event, in file order per partition", report.ok, report.summary())
+        result.check("as many records as lines", report.records == report.expected, report.summary())
+        for name in ("a", "b"):
+            await stop(workers[name], result, f"node {name}")
+    finally:
+        for node in nodes.values():
+            await node.stop()
+        if lag.is_alive():
+            await asyncio.to_thread(lag.stop)
+        for worker in workers.values():
+            await asyncio.to_thread(worker.stop)
+    return result
+
+
+async def _yields_to(
+    result: DrillResult,
+    when: str,
+    sidecars: dict[str, Sidecar],
+    workers: dict[str, WorkerProcess],
+    lag: StreamLag,
+    active: str,
+    stalled_at: float,
+    lag_s: float,
+) -> None:
+    """The ``active`` sidecar's node stalled at ``stalled_at`` while the other's appends: the other
+    publishes within ``lag_s`` + 10 s, the stream's publish lag comes back under 2 s, the yielded
+    one stops by itself and its restart stands by."""
+    other = "b" if active == "a" else "a"
+    started_before = len(sidecars[other].events("startup"))
+    await wait_for(
+        workers[other], lambda: len(sidecars[other].events("startup")) > started_before, f"node {other} taking over", lag_s + 60
+    )
+    handed_over = time.time()
+    took = handed_over - stalled_at
+    result.check(f"{when}: node {other} publishes within {lag_s:.0f}s + 10s", took <= lag_s + 10.0, f"{took:.1f}s")
+    yielded = sidecars[active].events("stream_yielding")
+    result.note(
+        f"{when}: node {other} took the stream over {took:.1f}s after the stall "
+        f"({yielded[-1]['reason'] if yielded else 'no stream_yielding line'})"
+    )
+    code = await stopped_by_itself(workers[active], WAIT_S)
+    result.check(f"{when}: node {active} stops by itself after yielding, non-zero", code not in (None, 0), f"exit {code}")
+    if code is not None:
+        await _restart_as_standby(workers, active, sidecars[active])
+    await asyncio.sleep(max(0.0, handed_over + 20.0 - time.time()))
+    back = lag.back_under(handed_over, time.time(), 2.0)
+    result.check(
+        f"{when}: the stream's publish lag back under 2 s within 20 s of the handover",
+        back is not None,
+        f"worst lag since the handover {lag.worst(handed_over, time.time()):.1f}s",
+    )
+    if back is not None:
+        result.note(
+            f"{when}: publish lag back under 2 s {back:.1f}s after the handover "
+            f"(worst {lag.worst(stalled_at, time.time()):.1f}s, over the stall)"
+        )
+
+
 async def _take_over(result: DrillResult, when: str, workers: dict, standby: Sidecar, *, kill_name: str) -> None:
     """SIGKILL the active; check that the standby runs from the stream's position within 15 s (its
     tailers built after the handover: it publishes whatever its node has beyond that position)."""
@@ -2157,4 +2307,5 @@ DRILLS: tuple[Drill, ...] = (
     ),
     Drill(19, stream_failover, dict(hours=3, lines_per_hour=60_000, replay_s=180.0, frozen_s=60.0)),
     Drill(19, stream_cut_off, dict(hours=3, lines_per_hour=60_000, cut_s=60.0)),
+    Drill(19, stream_stalls, dict(lines_per_hour=120_000, lag_s=30.0, settle_s=20.0, stall_s=180.0, both_s=60.0)),
 )

@@ -8,8 +8,14 @@ that line (whichever node's bytes it carries), in file order within each partiti
 
 from __future__ import annotations
 
+import asyncio
+import calendar
+import itertools
 import re
 import shutil
+import threading
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +25,13 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from hyperdata_sidecar.core.stream_position import event_digest
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.tools.expected import hour_files, read_tree
+from hyperdata_sidecar.tools.replay import iso_now, rewrite_local_time
 
 from drill_kit import metric_value
 from sidecar_run import Sidecar
 
 _LOCAL_TIME = re.compile(rb'("local_time":"[^".]*\.)(\d{9})')
+_LOCAL_TIME_VALUE = re.compile(rb'"local_time":"([^".]*)\.(\d{9})"')
 
 
 def second_node_tree(first: Path, second: Path, *, shift_ns: int = 123_457) -> None:
@@ -184,3 +192,123 @@ def finish(root: Path, watch: Path) -> None:
             have = target.stat().st_size if target.exists() else 0
             with open(target, "ab") as out:
                 out.write(path.read_bytes()[have:])
+
+
+class LiveNode:
+    """A node writing ``root``'s hour files (per table in hour order, whole lines) into ``watch`` at
+    ``lines_per_s`` per table, every line's ``local_time`` set to the moment it is appended (a reader
+    of the stream then sees each record's publish lag: :class:`StreamLag`). It can stall (append
+    nothing) and resume, at its pace or first writing at once what another node wrote meanwhile, as
+    a node that reconnects does. With the same pace on every table, and blocks a few lines apart,
+    its tables' ``block_time`` heads advance together, about a second a second."""
+
+    def __init__(self, root: Path, watch: Path, lines_per_s: float, cadence_s: float = 0.1) -> None:
+        self.lines_per_s, self.cadence_s = lines_per_s, cadence_s
+        self._lines = {
+            spec.dir_name: [
+                (watch / hour.relpath, line)
+                for hour in hour_files(root, spec.dir_name)
+                for line in (root / hour.relpath).read_bytes().splitlines(keepends=True)
+            ]
+            for spec in TABLES
+        }
+        self.written = dict.fromkeys(self._lines, 0)  # lines appended so far, per table
+        self._going = asyncio.Event()
+        self._going.set()
+        self._catch_up: dict[str, int] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [asyncio.ensure_future(self._append(table)) for table in self._lines]
+
+    def stall(self) -> None:
+        self._going.clear()
+
+    def resume(self, catching_up_with: LiveNode | None = None) -> None:
+        self._catch_up = dict(catching_up_with.written) if catching_up_with is not None else {}
+        self._going.set()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def write_up_to(self, other: LiveNode) -> None:
+        """A stopped node: append at once what ``other`` wrote beyond this one."""
+        for table, count in other.written.items():
+            self._write(table, count - self.written[table])
+
+    async def _append(self, table: str) -> None:
+        began, base = time.monotonic(), 0  # the pace's schedule: ``base`` lines at ``began``, then lines_per_s
+        while self.written[table] < len(self._lines[table]):
+            if not self._going.is_set():
+                await self._going.wait()
+                began, base = time.monotonic(), max(self.written[table], self._catch_up.get(table, 0))
+            due = base + int(self.lines_per_s * (time.monotonic() - began))
+            if due > self.written[table]:
+                self._write(table, due - self.written[table])
+            await asyncio.sleep(self.cadence_s)
+
+    def _write(self, table: str, count: int) -> None:
+        first = self.written[table]
+        taken = self._lines[table][first : first + max(0, count)]
+        for target, group in itertools.groupby(taken, key=lambda item: item[0]):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "ab") as out:
+                out.write(rewrite_local_time(b"".join(line for _, line in group), iso_now()))
+        self.written[table] += len(taken)
+
+
+class StreamLag(threading.Thread):
+    """A ``read_committed`` reader of the stream's data topics from their start, noting for every
+    record when it became visible and how long after its line's ``local_time`` (the stream's publish
+    lag as downstream sees it, with lines written by :class:`LiveNode`)."""
+
+    def __init__(self, bootstrap: str, topics: Mapping[str, str]) -> None:
+        super().__init__(name="stream-lag", daemon=True)
+        self.bootstrap, self.topics = bootstrap, sorted(topics.values())
+        self.seen: list[tuple[float, float]] = []  # (visible at, lag in seconds), epoch seconds
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"stream-lag-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
+        )
+        try:
+            consumer.subscribe(self.topics)
+            while not self._done.is_set():
+                for message in consumer.consume(1000, 0.2):
+                    if message.error() is None:
+                        now = time.time()
+                        self.seen.append((now, now - _local_time(message.value())))
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(30)
+
+    def back_under(self, since: float, until: float, bound_s: float) -> float | None:
+        """Seconds from ``since`` to the first record after which every record visible until
+        ``until`` came under ``bound_s`` of lag; None if the last record before ``until`` was over it."""
+        window = [(at, lag) for at, lag in self.seen if since <= at <= until]
+        over = [at for at, lag in window if lag >= bound_s]
+        if not window or (over and over[-1] == window[-1][0]):
+            return None
+        return max(0.0, (over[-1] if over else since) - since)
+
+    def worst(self, since: float, until: float) -> float:
+        return max((lag for at, lag in self.seen if since <= at <= until), default=0.0)
+
+
+def _local_time(value: bytes) -> float:
+    found = _LOCAL_TIME_VALUE.search(value)
+    assert found is not None, value[:80]
+    whole = calendar.timegm(time.strptime(found.group(1).decode(), "%Y-%m-%dT%H:%M:%S"))
+    return whole + int(found.group(2)) / 1e9

@@ -1,8 +1,9 @@
 """The fast fault drills (1, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14, 15, 15b, 15c) at CI scale, against the session's broker;
 drill 1 again, 2d (three SIGKILLs during outages) and the transactions' drills (16, 17, 18) with
 ``DELIVERY=exactly_once``; drill 10 with ``BACKUP_SINK=object_store``, on the session's S3 server.
-Drill 19 (one stream from two nodes) runs in ``make drills`` only: test_stream.py covers its
-takeover and its restarted standby in CI.
+Drill 19 (one stream from two nodes: 19, 19b, 19c) runs in ``make drills`` only: test_stream.py
+covers its takeover and its restarted standby in CI, test_stream_yield.py the yield of an active
+whose node stalls.
 
 The drills themselves live in ``drills.py`` (``scripts/drills.py`` runs all of them at full scale);
 each test runs one and asserts every check it made.
@@ -37,7 +38,9 @@ from drills import (
     sigterm_during_catch_up,
     sigterm_while_backup_fails,
     state_disk_full,
+    stream_cut_off,
     stream_failover,
+    stream_stalls,
     topic_deleted,
     truncated_or_replaced,
 )
@@ -206,7 +209,15 @@ async def test_a_broker_frozen_past_the_transaction_timeout_aborts_redoes_and_re
 
 
 @pytest.mark.parametrize(
-    "drill", [sigkill_during_commit, second_worker_same_node_id, broker_frozen_past_txn_timeout, stream_failover]
+    "drill",
+    [
+        sigkill_during_commit,
+        second_worker_same_node_id,
+        broker_frozen_past_txn_timeout,
+        stream_failover,
+        stream_cut_off,
+        stream_stalls,
+    ],
 )
 async def test_the_transactions_drills_are_skipped_not_failed_in_at_least_once(tmp_path, drill):
     result = await drill(DrillContext("127.0.0.1:1", tmp_path, "unused."))
