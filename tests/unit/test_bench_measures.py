@@ -22,6 +22,7 @@ from bench.compression import log_bytes
 from bench.context import ScenarioResult
 from bench.engines import EngineFigures, comparison, of_run
 from bench.latency import LatencyHistogram, LatencyRecorder, LocalTimeParser
+from bench.live import _report as live_report
 from bench.procstat import CpuWindow, io_counters, memory_kib
 from bench.report import engines_console, markdown
 from bench.targets import ENGINE_TARGETS, Bound
@@ -337,3 +338,17 @@ def test_the_snapshot_backup_is_set_against_the_taps_run(span: tuple[float, floa
 
 def test_a_live_run_without_a_backup_says_so() -> None:
     assert overlap({"tap_window": (0.0, 1.0), "backups": []}).startswith("none made")
+
+
+@pytest.mark.parametrize(("standby", "met"), [(1.8, True), (5.1, False), (None, None)])
+def test_a_live_run_of_a_stream_judges_its_standbys_cpu_against_the_issues_bound(standby: float | None, met: bool | None) -> None:
+    spread = {"p50_s": 0.1, "p99_s": 0.2, "max_s": 0.3}
+    latency = {"received": 10, "append_to_receive": spread, "append_to_create_time": spread, "create_time_to_receive": spread}
+    shares = {"sidecar": 30.0, "tap": 10.0, "consumer": 20.0, **({} if standby is None else {"standby": standby})}
+    result = ScenarioResult("live (native, exactly_once)")
+    live_report(result, 10, latency, {"tables": {"fills": {"lines": 10}}, "seconds": 1.0}, shares, 80.0, ENGINE_TARGETS["native"])
+    rows = [row for row in result.rows if row.figure == "standby CPU share (STREAM_ID)"]
+    if standby is None:
+        assert rows == []
+    else:
+        assert [(row.value, row.target, row.met) for row in rows] == [(f"{standby:.1f}% of one core", "≤ 5%", met)]
