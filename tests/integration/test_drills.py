@@ -19,7 +19,7 @@ import pytest
 
 from hyperdata_sidecar.core.tables import TABLES
 
-from drill_kit import EXACTLY_ONCE, BackupBucket, DrillContext, DrillError
+from drill_kit import EXACTLY_ONCE, BackupBucket, DrillContext
 from drills import (
     backup_target_unwritable,
     broker_absent_at_start,
@@ -76,15 +76,7 @@ async def test_a_broker_outage_loses_nothing_repeats_nothing_and_keeps_every_par
     # The requirement's 5 % of a core is checked at full scale (make drills, 90 s). Over CI's 20 s it
     # measured 4.2-7.2 % on the CI machine with the same code (docs/reliability.md, drill 2): here
     # the bound catches what it guards against, a retry loop spinning (aiokafka's took a whole core).
-    try:
-        result = await broker_down(ctx, outage_s=20.0, during=during, lines_per_hour=20_000, cpu_bound=0.10)
-    except DrillError as exc:
-        if "stuck after a leader-less update (librdkafka#5430)" in str(exc):
-            # librdkafka's own bug (reliability.md, finding 6): the restarted broker's leader-less
-            # moment left a partition unsendable, and the worker ended itself (producer_stuck), as
-            # designed; its restart resumes. Not the drill's "same process": reported, not passed.
-            pytest.xfail("librdkafka#5430 bit after the broker's restart: the worker ended itself (producer_stuck)")
-        raise
+    result = await broker_down(ctx, outage_s=20.0, during=during, lines_per_hour=20_000, cpu_bound=0.10)
     assert result.ok, result.describe()
 
 
