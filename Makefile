@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml
 # $(ENGINE_WHEEL_DIR) and installed into the venv as the distribution hyperdata-sidecar-engine
 # (module hyperdata_sidecar_engine). Needs cargo; crates come from the registry. Without it the
 # sidecar's Python engine is used. The same wheel goes into the image in `make image-test`; it
-# shares engine/target's release profile with lint-engine and engine-test, so the bundled
+# shares the release profile of the target dir (engine/target, or CARGO_TARGET_DIR: .ci/run keeps
+# it between runs) with lint-engine and engine-test, so the bundled
 # librdkafka and OpenSSL are compiled once for all three.
 ENGINE_WHEEL_DIR := build/engine-wheel
 engine: venv
