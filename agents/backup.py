@@ -33,6 +33,7 @@ from collections.abc import AsyncIterable
 from typing import Any
 
 import faust
+import orjson
 from aiokafka.errors import KafkaError
 from hyperdata_sidecar.agents.rotations import manifests
 
@@ -118,6 +119,9 @@ class BackupWorker:
             return
         cursor = self._cursor(path)
         manifest = manifest_from_cursor(cursor, self.settings.node_id) if cursor is not None else None
+        seal = self.tables.seals.get(path)
+        if manifest is None and seal is not None and seal.get("standby") is True:
+            manifest = SealManifest.from_json(orjson.dumps(dict(seal)))  # sealed as the stream's standby
         if manifest is None:
             stage = cursor.stage.value if cursor is not None else "not tracked"
             self.log.warning("backup_retry_refused", path=path, reason=f"not a finalized file ({stage})")
@@ -223,7 +227,14 @@ class BackupWorker:
             self.log.info("backup_superseded", path=path, revision=manifest.revision)
             return True
         known = self.tables.backups.get(path)
-        if known is not None and status_of(known) is BackupStatus.OK and revision_of(known) >= manifest.revision:
+        if (
+            known is not None
+            and status_of(known) is BackupStatus.OK
+            and revision_of(known) >= manifest.revision
+            # A standby's backup of the file, then this sidecar's seal of it as active after the
+            # file grew: same revision, other content.
+            and known.get("sha256", manifest.sha256) == manifest.sha256
+        ):
             self.schedule.end(path)
             return True
         return False

@@ -1,6 +1,7 @@
 """The ``seal`` agent: one seal record per finalized revision of an hour file on the seal topic, never two.
 
-The ``sidecar-seals`` table says which files are sealed, and at which revision. It is written after
+The ``sidecar-seals`` table says which files are sealed, and at which revision (a stream's
+standby keeps its own seals there too, marked ``"standby": true``, unpublished). It is written after
 the broker acked the seal, so a crash between the two leaves a seal the table does not know; the
 first seal after a start therefore also reads the seal topic once (:class:`PublishedSeals`) and
 skips revisions already there. A file that grew after its seal comes back with a higher revision
@@ -18,7 +19,7 @@ import orjson
 from hyperdata_sidecar.agents.publish_once import Published, PublishOnce
 from hyperdata_sidecar.agents.rotations import manifests
 
-from hyperdata_sidecar.core.seal import SealManifest, revision_of
+from hyperdata_sidecar.core.seal import SealManifest, published_revision_of
 from hyperdata_sidecar.core.times import epoch_of, iso_utc
 from hyperdata_sidecar.state_writer import StateWriter
 
@@ -65,9 +66,12 @@ class Sealer:
 
     async def seal(self, manifest: SealManifest) -> None:
         """Publish the seal of ``manifest`` unless it (or a later revision) exists; record it in the
-        seals table. Runs in the agent."""
+        seals table. A standby's seal is only recorded. Runs in the agent."""
         once, log = self.once, self.once.log
-        if revision_of(self.seals.get(manifest.path)) >= manifest.revision:
+        if manifest.standby:
+            await self._keep_standby_seal(manifest)
+            return
+        if published_revision_of(self.seals.get(manifest.path)) >= manifest.revision:
             log.info("seal_already_recorded", path=manifest.path, revision=manifest.revision)
             return
         record = (once.settings.topic_seals, manifest.key.encode(), manifest.to_json())
@@ -94,6 +98,28 @@ class Sealer:
             )
         self.published.add(manifest)
         await self.writer.put(self.seals, manifest.path, {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())})
+
+    async def _keep_standby_seal(self, manifest: SealManifest) -> None:
+        """STREAM_ID: the seal of a file this sidecar finished reading as its stream's standby, kept
+        in the seals table (``"standby": true``), not published. A file with any seal recorded
+        keeps it: a published seal says more, and a standby seals a file once."""
+        log = self.once.log
+        if manifest.path in self.seals:
+            log.info("seal_already_recorded", path=manifest.path, revision=manifest.revision, standby=True)
+            return
+        record = {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
+        if not await self.writer.put(self.seals, manifest.path, record):
+            return
+        self.once.metrics.standby_sealed(manifest.table)
+        log.info(
+            "standby_seal",
+            table=manifest.table,
+            path=manifest.path,
+            size=manifest.size,
+            sha256=manifest.sha256,
+            block_range=manifest.block_range,
+            lines=manifest.lines,
+        )
 
 
 def install_seal_agent(app: faust.App, rotations: faust.types.TopicT, sealer: Sealer) -> None:

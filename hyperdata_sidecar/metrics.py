@@ -30,6 +30,7 @@ EXPORTED: dict[str, str] = {
     "hyperdata_sidecar_stream_behind_seconds": "gauge",
     "hyperdata_sidecar_stream_elections_total": "counter",
     "hyperdata_sidecar_stream_disagreements_total": "counter",
+    "hyperdata_sidecar_standby_seals_total": "counter",
     "hyperdata_sidecar_lines_published_total": "counter",
     "hyperdata_sidecar_bytes_read_total": "counter",
     "hyperdata_sidecar_publish_lag_seconds": "gauge",
@@ -268,6 +269,11 @@ class SidecarMetrics:
             "STREAM_ID: looks at a table's handover point where this node's files hold another event than the stream's line.",
             table,
         )
+        self._standby_seals = counter(
+            "standby_seals_total",
+            "STREAM_ID: hour files this sidecar sealed (kept in its state, not published) while it stood by.",
+            table,
+        )
         self._engine_info = gauge(
             "engine_info",
             "1 for the line engine in use (native or python) and its version; absent until the worker chose.",
@@ -399,6 +405,10 @@ class SidecarMetrics:
 
     def stream_disagreement(self, table: str) -> None:
         self._stream_disagreements.labels(table).inc()
+
+    def standby_sealed(self, table: str) -> None:
+        """STREAM_ID: one file sealed as its stream's standby (kept, not published)."""
+        self._standby_seals.labels(table).inc()
 
     def seal_emitted(self, table: str, latency_seconds: float) -> None:
         """One seal published, ``latency_seconds`` after its file was finalized."""

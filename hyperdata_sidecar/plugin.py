@@ -43,6 +43,7 @@ from hyperdata_sidecar.runtime import FatalProducer, Runtime, install_runtime
 from hyperdata_sidecar.shutdown import Shutdown
 from hyperdata_sidecar.snapshot_offsets import SnapshotOffsets
 from hyperdata_sidecar.snapshots import SnapshotAnnouncements, SnapshotWatcher
+from hyperdata_sidecar.standby_files import StandbyFiles
 from hyperdata_sidecar.state_writer import StateTables, StateWriter, reopen_rocksdb
 from hyperdata_sidecar.stream_handover import StreamHandover
 from hyperdata_sidecar.stream_heads import StreamHeads
@@ -174,8 +175,20 @@ class Sidecar:
             self.backup_worker,
             heads,
         )
+        standby_files = StandbyFiles(settings, tables.seals, tables.backups, rotations, log) if stream else None
         self.runtime = Runtime(
-            settings, broker, dataplane, readiness, self.node_tables, self.sync, self.watcher, shutdown, log, leadership, heads
+            settings,
+            broker,
+            dataplane,
+            readiness,
+            self.node_tables,
+            self.sync,
+            self.watcher,
+            shutdown,
+            log,
+            leadership,
+            heads,
+            standby_files,
         )
 
     def install(self) -> None:

@@ -18,7 +18,7 @@ import faust
 
 from hyperdata_sidecar.core.cursor import FileCursor, manifest_from_cursor
 from hyperdata_sidecar.core.handover import Occasion, needs_handover
-from hyperdata_sidecar.core.seal import SealManifest, revision_of
+from hyperdata_sidecar.core.seal import SealManifest, published_revision_of
 from hyperdata_sidecar.internal_topics import InternalTopic
 from hyperdata_sidecar.logs import EventLog
 
@@ -47,9 +47,15 @@ class Rotations:
         """Hand a finalized file's revision to the seal and backup agents."""
         await self.out.send(key=manifest.path, value=manifest.to_json())
 
+    async def rotate_standby(self, manifest: SealManifest) -> None:
+        """Hand a file a stream's standby finished reading (``manifest.standby``) to the seal and
+        backup agents, through Faust's producer: a standby has no transaction open (its data plane
+        connects once it is elected), and the agents read a record written outside one as any."""
+        await self.topic.send(key=manifest.path, value=manifest.to_json())
+
     def sealed(self, path: str, revision: int) -> bool:
-        """True once the seal of ``path`` at ``revision`` (or a later one) is recorded."""
-        return revision_of(self.seals.get(path)) >= revision
+        """True once the seal of ``path`` at ``revision`` (or a later one) is recorded as published."""
+        return published_revision_of(self.seals.get(path)) >= revision
 
     async def hand_over(self, cursors: Iterable[FileCursor], occasion: Occasion) -> None:
         """Hand the finalized files of ``cursors`` whose seal or backup is not recorded to the agents

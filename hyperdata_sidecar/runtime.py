@@ -31,6 +31,7 @@ from hyperdata_sidecar.publishing import STOP_GRACE_S, Abandoned
 from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.shutdown import STOP_CHECK_S, Shutdown
 from hyperdata_sidecar.snapshots import SnapshotWatcher
+from hyperdata_sidecar.standby_files import StandbyFiles
 from hyperdata_sidecar.stream_heads import StreamHeads
 from hyperdata_sidecar.table_sync import TableSync
 from hyperdata_sidecar.transactions import TransactionAborted
@@ -38,6 +39,7 @@ from hyperdata_sidecar.transactions import TransactionAborted
 CLOSE_TIMEOUT_S = 5.0  # on shutdown, how long records still in the producer may take to be delivered
 SNAPSHOT_POLL_S = 1.0  # how often periodic_abci_states is looked at (a few snapshots an hour)
 READINESS_EVERY_S = 1.0  # holds, unreadable trees and a vanished WATCH_DIR come and go between moves
+STANDBY_FILES_EVERY_S = 1.0  # how often a standby looks at its node's finished files (and hashes on)
 HARD_STOP_S = 30.0  # a worker stopping because it must (fatal, fenced, demoted, yielding) exits by then
 
 
@@ -55,6 +57,7 @@ class Runtime(NamedTuple):
     log: EventLog
     leadership: Leadership | None = None  # STREAM_ID: the stream's group, which elects the active
     heads: StreamHeads | None = None  # STREAM_ID: the nodes' heads, announced and followed
+    standby_files: StandbyFiles | None = None  # STREAM_ID: this node's finished files, sealed while standing by
 
 
 class SidecarRuntime(Service):
@@ -125,6 +128,8 @@ def install_runtime(app: faust.App, runtime: Runtime) -> None:
     for spec in TABLES:
         _install_poll_loop(app, runtime, spec.dir_name)
     _install_snapshot_loop(app, runtime)
+    if runtime.standby_files is not None:
+        _install_standby_loop(app, runtime, runtime.standby_files)
 
     @app.timer(READINESS_EVERY_S, name="hyperdata_sidecar.readiness")
     async def refresh_readiness() -> None:
@@ -180,6 +185,30 @@ def _install_snapshot_loop(app: faust.App, runtime: Runtime) -> None:
 
     watch_snapshots.__name__ = watch_snapshots.__qualname__ = "hyperdata_sidecar.poll.snapshots"
     app.task(watch_snapshots)
+
+
+def _install_standby_loop(app: faust.App, runtime: Runtime, files: StandbyFiles) -> None:
+    """STREAM_ID: the loop that seals and backs up this node's finished files while it stands by
+    (:class:`StandbyFiles`); once elected, the tailers do."""
+
+    async def seal_as_standby() -> None:
+        while not runtime.shutdown.stopping:
+            if runtime.readiness.lifecycle.phase is Phase.STANDBY:
+                try:
+                    await files.tick()
+                except (TimeoutError, KafkaError) as exc:
+                    # The rotation topic cannot take the seal now: the next look hands it over again.
+                    runtime.log.limited(
+                        logging.WARNING, "standby_seal_failed", "rotations", 60.0, error=f"{type(exc).__name__}: {exc}"
+                    )
+                except Exception as exc:
+                    runtime.log.error("poll_crashed", table="standby files", error=f"{type(exc).__name__}: {exc}")
+                    await app.crash(exc)
+                    raise
+            await asyncio.sleep(STANDBY_FILES_EVERY_S)
+
+    seal_as_standby.__name__ = seal_as_standby.__qualname__ = "hyperdata_sidecar.poll.standby_files"
+    app.task(seal_as_standby)
 
 
 class FatalProducer:

@@ -16,7 +16,7 @@ from typing import Any
 
 from hyperdata_sidecar.core.backup_status import BackupStatus, status_of
 from hyperdata_sidecar.core.cursor import CursorStage, FileCursor
-from hyperdata_sidecar.core.seal import revision_of
+from hyperdata_sidecar.core.seal import published_revision_of, revision_of
 
 
 class Occasion(str, enum.Enum):
@@ -30,12 +30,13 @@ def needs_handover(
     cursor: FileCursor, seal: Mapping[str, Any] | None, backup: Mapping[str, Any] | None, occasion: Occasion
 ) -> bool:
     """True when the finalized file of ``cursor`` is to be handed to the agents again: its latest
-    revision has no seal recorded (``seal``, its ``sidecar-seals`` record), or no backup done
+    revision has no published seal recorded (``seal``, its ``sidecar-seals`` record: a standby's
+    seal is not one), or no backup done
     (``backup``, its ``sidecar-backups`` record). After a rebalance, a backup parked at this revision
     is left to the operator's ``backup-retry`` or the next start, as the parked state promises."""
     if cursor.stage is not CursorStage.FINALIZED:
         return False
-    if revision_of(seal) < cursor.revision:
+    if published_revision_of(seal) < cursor.revision:
         return True
     if revision_of(backup) < cursor.revision:
         return True

@@ -34,6 +34,13 @@ def revision_of(record: Mapping[str, Any] | None) -> int:
     return 0 if record is None else int(record.get("revision", 1))
 
 
+def published_revision_of(seal: Mapping[str, Any] | None) -> int:
+    """The revision a ``sidecar-seals`` record says was sealed *on the seal topic*: 0 for a
+    standby's seal (kept in its state, never published), so the file is sealed again once this
+    sidecar publishes it as its stream's active."""
+    return 0 if seal is not None and seal.get("standby") is True else revision_of(seal)
+
+
 @dataclass(frozen=True)
 class SealManifest:
     """One finalized hour file: where it is, what it holds and its digest.
@@ -48,6 +55,11 @@ class SealManifest:
     the first and last of them (a file's lines are the only lines of their table in that range,
     but for lines published again after a crash); None when unknown (a file partly published by a
     version that did not keep them).
+
+    ``standby``: the seal of a file a stream's standby finished reading (STREAM_ID), which it keeps
+    in its state and backs up but never publishes: ``lines`` counts the file's complete lines,
+    ``block_range`` is its first and last line's blocks, ``dlq_lines`` and ``block_regressions``
+    are 0 and ``offsets`` None (it published nothing). Only then is it in the JSON.
     """
 
     table: str
@@ -64,6 +76,7 @@ class SealManifest:
     revision: int = 1
     block_regressions: int = 0
     offsets: OffsetRanges | None = None
+    standby: bool = False
 
     @property
     def key(self) -> str:
@@ -71,7 +84,9 @@ class SealManifest:
         return f"{self.table}|{self.date}|{self.hour}"
 
     def to_json(self) -> bytes:
-        """The record value: a JSON object with the fields in declaration order."""
+        """The record value: a JSON object with the fields in declaration order (``standby`` only
+        when true: a published seal never is one)."""
+        standby = {"standby": True} if self.standby else {}
         return orjson.dumps(
             {
                 "table": self.table,
@@ -88,6 +103,7 @@ class SealManifest:
                 "revision": self.revision,
                 "block_regressions": self.block_regressions,
                 "offsets": self.offsets,
+                **standby,
             }
         )
 
@@ -120,6 +136,7 @@ class SealManifest:
             revision=_field(obj, "revision", int) if "revision" in obj else 1,
             block_regressions=_field(obj, "block_regressions", int) if "block_regressions" in obj else 0,
             offsets=_offsets(obj),
+            standby=_field(obj, "standby", bool) if "standby" in obj else False,
         )
 
 

@@ -1,16 +1,19 @@
 """One stream from two nodes (STREAM_ID) against the real broker: two node trees with the same events
 and other ``local_time``s, two workers, one stream. The group elects one active; a standby publishes
-nothing; a standby takes over where the stream's committed position is, in its own files; the nodes
-disagreeing there publishes nothing and says so. A ``read_committed`` reader sees every line id
+nothing but seals and backs up its own finished files (seals kept, not published); a standby takes
+over where the stream's committed position is, in its own files; the nodes disagreeing there
+publishes nothing and says so. A ``read_committed`` reader sees every line id
 once, as the same event, in file order per partition. How fast a standby takes over is checked by
 drill 19 (`make drills`); no timing is asserted here."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import shutil
 
 from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.scanner import table_hour_files
 
 from drill_kit import caught_up, kill, metric_value, wait_for
 from sidecar_run import Sidecar, write_corpus
@@ -33,6 +36,17 @@ async def test_a_killed_actives_standby_takes_over_from_the_streams_position_and
         assert b.worker is not None and a.worker is not None
         await a.worker.until(lambda: committed(a) >= 3, "a few committed transactions")
         assert role(b) == "standby" and committed(b) == 0
+        # Standing by, b seals and backs up its own node's finished files (each table's first
+        # hour; the second is the newest) and publishes none of it.
+        finished = {path for spec in TABLES for path in table_hour_files(b.watch, spec.dir_name)[:-1]}
+        await b.until_events("standby_seal", len(finished))
+        await b.until_events("backup", len(finished))
+        sealed = {e["path"]: e["sha256"] for e in b.events("standby_seal")}
+        assert sealed == {path: hashlib.sha256((b.watch / path).read_bytes()).hexdigest() for path in finished}
+        assert {e["path"] for e in b.events("backup")} == set(finished)
+        assert all(hashlib.sha256((b.backups / path).read_bytes()).hexdigest() == sealed[path] for path in finished)
+        assert metric_value(b.worker, "hyperdata_sidecar_standby_seals_total") == len(finished)
+        assert metric_value(b.worker, "hyperdata_sidecar_seals_emitted_total") == 0 and committed(b) == 0
         kill(a.worker)
         shutil.copytree(last_hour, a.watch, dirs_exist_ok=True)  # both nodes write the next hour
         second_node_tree(last_hour, b.watch)

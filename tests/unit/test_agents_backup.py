@@ -292,6 +292,14 @@ async def test_a_revision_already_backed_up_is_not_copied_again(tmp_path):
     assert p.sink.found == [] and p.backups[PATH] == {"status": "ok", "revision": 1}
 
 
+async def test_a_backup_of_the_same_revision_with_another_digest_is_copied_again(tmp_path):
+    """A standby backed the file up, then as active sealed it after it grew: same revision, other content."""
+    p = Parts(tmp_path, Sink())
+    p.backups[PATH] = {"status": "ok", "revision": 1, "sha256": "00" * 32}
+    await p.worker.attempt(manifest(revision=1))
+    assert len(p.sink.copied) == 1 and p.record()["sha256"] == SHA
+
+
 async def test_a_later_revision_than_the_one_backed_up_is_copied(tmp_path):
     p = Parts(tmp_path, Sink())
     p.tables.offsets[PATH] = cursor(revision=2).to_record()
@@ -439,6 +447,15 @@ async def test_a_request_for_a_snapshot_backs_it_up(tmp_path, caplog):
     await p.worker.handle({"kind": "request", "path": SNAPSHOT_PATH})
     assert p.record(SNAPSHOT_PATH)["status"] == "ok"
     assert events(caplog)[0][1:] == ("backup_retry_requested", {"path": SNAPSHOT_PATH, "revision": 1})
+
+
+async def test_a_request_for_a_file_sealed_as_the_streams_standby_backs_it_up(tmp_path, caplog):
+    p = Parts(tmp_path, Sink())
+    p.tables.offsets[PATH] = FileCursor(path=PATH, byte_offset=10).moved_to(CursorStage.SKIPPED).to_record()
+    standby = SealManifest(**{**manifest().__dict__, "standby": True})
+    p.tables.seals[PATH] = {**orjson.loads(standby.to_json()), "sealed_at": "t"}
+    await p.worker.handle({"kind": "request", "path": PATH})
+    assert p.record()["status"] == "ok" and p.sink.copied[0][1:] == (PATH, SHA)
 
 
 @pytest.mark.parametrize(

@@ -173,6 +173,42 @@ async def test_a_seal_sent_counts_as_on_the_topic_for_the_rest_of_the_run(tmp_pa
     assert [event for event, _ in events(caplog)] == ["seal", "seal_found_on_topic"]
 
 
+# -- a stream's standby (STREAM_ID) ----------------------------------------------------------------
+
+
+def standby_seals(p: Parts) -> float | None:
+    return p.metrics.registry.get_sample_value("hyperdata_sidecar_standby_seals_total", {"table": FILLS})
+
+
+async def test_a_standbys_seal_is_recorded_marked_and_counted_never_sent_nor_looked_for_on_the_topic(tmp_path, caplog):
+    p, sealed = Parts(tmp_path), manifest(standby=True, dlq_lines=0)
+    await p.sealer.seal(sealed)
+    assert p.dataplane.sent == [] and p.reads == [] and not p.emitted()
+    record = p.seals[PATH]
+    assert record["standby"] is True and record["sealed_at"].endswith("Z")
+    assert {k: v for k, v in record.items() if k != "sealed_at"} == orjson.loads(sealed.to_json())
+    assert standby_seals(p) == 1
+    [(event, fields)] = events(caplog)
+    assert event == "standby_seal" and fields["path"] == PATH and fields["lines"] == 40
+
+
+async def test_a_standbys_seal_of_a_file_with_a_seal_recorded_keeps_the_recorded_one(tmp_path, caplog):
+    published = {**orjson.loads(manifest().to_json()), "sealed_at": "2026-06-10T23:00:00Z"}
+    p = Parts(tmp_path, seals={PATH: published})
+    await p.sealer.seal(manifest(standby=True, sha256="cd" * 32))
+    assert p.seals == {PATH: published} and not standby_seals(p)
+    assert events(caplog) == [("seal_already_recorded", {"path": PATH, "revision": 1, "standby": True})]
+
+
+async def test_a_file_sealed_as_standby_is_sealed_and_published_once_this_sidecar_publishes_it(tmp_path):
+    p = Parts(tmp_path)
+    await p.sealer.seal(manifest(standby=True))
+    active = manifest(lines=12, offsets={"orders": {"0": [5, 16]}})
+    await p.sealer.seal(active)
+    assert p.dataplane.sent == [(SEALS, b"node_fills_streaming|20260610|22", active.to_json())]
+    assert "standby" not in p.seals[PATH] and p.seals[PATH]["lines"] == 12
+
+
 # -- PublishedSeals -------------------------------------------------------------------------------
 
 

@@ -1,0 +1,81 @@
+"""What a stream's standby seals of its own node's files (STREAM_ID), and what such a seal says.
+
+A standby publishes nothing, but its node's files are its own to keep: once a file is finished
+(a later file of its table exists and it has not grown for ``SEAL_GRACE_MS``) and has no seal
+recorded, the standby hashes it, counts its lines, reads the blocks of its first and last good
+lines and hands a seal marked ``standby`` to the seal and backup agents, which keep it in the
+sidecar's state (never on the seal topic) and back the file up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hyperdata_sidecar.core.finalization import is_finalized
+from hyperdata_sidecar.core.hourfile import HourFile
+from hyperdata_sidecar.core.lineinfo import LineInfo, inspect_line
+from hyperdata_sidecar.core.seal import SealManifest
+from hyperdata_sidecar.core.tables import TABLE_BY_DIR
+
+
+@dataclass(frozen=True)
+class OnDisk:
+    """An hour file as listed: its path under WATCH_DIR, its size and when it last changed."""
+
+    path: str
+    size: int
+    modified: float
+
+
+def files_to_seal(
+    table_files: Sequence[OnDisk], seals: Mapping[str, Any], *, now: float, grace_s: float, passed: frozenset[str] = frozenset()
+) -> list[OnDisk]:
+    """Of one table's files (oldest first), those a standby seals now, oldest first: every file but
+    the newest (its node may still append to it) that has not changed for ``grace_s``, has no seal
+    recorded in ``seals`` (published or a standby's) and is not in ``passed`` (handed over already,
+    or put aside for now)."""
+    return [
+        f
+        for f in table_files[:-1]
+        if f.path not in seals
+        and f.path not in passed
+        and is_finalized(has_later_file=True, last_growth_at=f.modified, now=now, grace_s=grace_s)
+    ]
+
+
+def first_good_block(table: str, lines: Sequence[bytes]) -> int | None:
+    """The block of the first of ``lines`` that is a good line of ``table`` (None if none is)."""
+    spec = TABLE_BY_DIR[table]
+    for line in lines:
+        info = inspect_line(spec, line)
+        if type(info) is LineInfo:
+            return info.block_number
+    return None
+
+
+def standby_manifest(
+    path: str, *, size: int, sha256: str, lines: int, blocks: tuple[int | None, int | None], node: str, finalized_at: str
+) -> SealManifest:
+    """The seal of ``path`` a standby keeps: the whole file's ``size`` and ``sha256``, its ``lines``
+    (complete lines), ``blocks`` its first and last good lines' blocks (no range unless both are
+    known). Raises ValueError for a path that is not an hour file."""
+    hour = HourFile.parse(path)
+    if hour is None:
+        raise ValueError(f"{path!r} is not an hour file")
+    first, last = blocks
+    return SealManifest(
+        table=hour.table,
+        path=path,
+        date=hour.date,
+        hour=hour.hour,
+        block_range=(first, last) if first is not None and last is not None else None,
+        size=size,
+        sha256=sha256,
+        finalized_at=finalized_at,
+        lines=lines,
+        dlq_lines=0,
+        node=node,
+        standby=True,
+    )
