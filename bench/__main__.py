@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import backup, catchup, compression, deliveries, engines, live, reference, report, seal, stages
+from bench import backup, catchup, compression, deliveries, engines, live, reference, report, seal, stages, standby_seal
 from bench.broker import broker
 from bench.context import RunContext, ScenarioResult
 from bench.worker import REPO
@@ -39,8 +39,9 @@ SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "stages": stages.run,
     "compression": compression.run,
     "backup": backup.run,
+    "standby-seal": standby_seal.run,
 }
-DEFAULT_SCENARIOS = ("catchup", "reference", "live", "seal", "stages", "backup")
+DEFAULT_SCENARIOS = ("catchup", "reference", "live", "seal", "stages", "backup", "standby-seal")
 """What ``make bench`` runs: ``compression`` (six catch-ups) is asked for by name."""
 
 

@@ -10,6 +10,9 @@ from hyperdata_sidecar.tools.generate import PRODUCTION_LINES_PER_S
 PRODUCTION_RATE = sum(PRODUCTION_LINES_PER_S.values())
 """Lines per second the node writes across the three tables (~39.3k)."""
 
+NODE_BYTES_PER_S = 20e6
+"""What the node writes across the three tables, bytes a second (~1.7 TB a day)."""
+
 CATCHUP_LINES_PER_S = 200_000.0
 """Catch-up from a backlog: at least 5x production."""
 
