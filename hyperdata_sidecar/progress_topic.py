@@ -76,28 +76,39 @@ class ProgressTopic:
         finally:
             self.barrier_at = None
 
-    async def rewind_if_skipped(self) -> dict[str, int] | None:
-        """The consumer fetched past the awaited barrier record but the agent never applied it (seen
-        after a frozen worker's consumer rejoined the group: Faust dropped records it had fetched, the
-        position at the high watermark, the agent three records behind): seek the partition back to
-        the first record not applied, so it and the records before it are applied (again, in order:
-        each checkpoint sets the file's cursor). What was done, or None when nothing was skipped."""
+    async def rewind_if_skipped(self) -> dict[str, int | None] | None:
+        """The consumer fetched past the awaited barrier record but the agent never applied it: seek
+        the partition back to the first record not applied, so it and the records before it are
+        applied (again, in order: each checkpoint sets the file's cursor). Seen twice:
+
+        - after a frozen worker's consumer rejoined the group, Faust dropped records it had fetched
+          (the position at the high watermark, the agent three records behind): back to the record
+          after the last one applied;
+        - a second worker with the same ``NODE_ID`` (drill 17): the first one, still holding the
+          partition, applied this worker's barrier record and committed past it before it was
+          fenced, so this worker, given the partition, starts past its own barrier and applies
+          nothing. With nothing applied in this process: back to where it started (the committed
+          offset), or to the barrier record if it started past it (what came before was applied by
+          the former holder, and this worker's tables recovered it with the partition).
+
+        What was done, or None when nothing was skipped."""
         if self.barrier_at is None:
             return None
         partition, offset = self.barrier_at
         applied = self.applied.get(partition)
         state = self.consumer_view().get("partitions", {}).get(str(partition))
         position = state.get("position") if state is not None else None
-        if applied is None or applied >= offset or position is None or position <= offset:
+        if (applied is not None and applied >= offset) or position is None or position <= offset:
             return None
-        await self.topic.app.consumer.seek(TP(self.topic.get_topic_name(), partition), applied + 1)
-        return {
-            "partition": partition,
-            "barrier_offset": offset,
-            "applied": applied,
-            "position": position,
-            "seek_to": applied + 1,
-        }
+        tp = TP(self.topic.get_topic_name(), partition)
+        consumer = self.topic.app.consumer
+        if applied is not None:
+            seek_to = applied + 1
+        else:
+            started = getattr(consumer, "_committed_offset", {}).get(tp)  # Faust's: the group's, at the assignment
+            seek_to = offset if started is None else min(started, offset)
+        await consumer.seek(tp, seek_to)
+        return {"partition": partition, "barrier_offset": offset, "applied": applied, "position": position, "seek_to": seek_to}
 
     def held_elsewhere(self) -> str | None:
         """Why the barrier cannot pass yet, when this worker's consumer holds no partition of the

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import orjson
 import pytest
 from aiokafka.errors import KafkaTimeoutError
+from faust.types import TP
 
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.logs import EventLog, _JsonFormatter
@@ -231,10 +232,11 @@ async def test_what_the_consumer_knows_is_written_as_a_json_log_line():
 
 
 class Consumer:
-    """Faust's consumer, as much as a rewind uses of it."""
+    """Faust's consumer, as much as a rewind uses of it: ``committed`` the offset it started from."""
 
-    def __init__(self) -> None:
+    def __init__(self, committed: int | None = None) -> None:
         self.seeks: list[tuple[Any, int]] = []
+        self._committed_offset = {} if committed is None else {TP("progress", 0): committed}
 
     async def seek(self, tp: Any, offset: int) -> None:
         self.seeks.append((tp, offset))
@@ -255,7 +257,6 @@ async def test_a_barrier_record_the_consumer_fetched_but_never_applied_is_fetche
     waiting = asyncio.ensure_future(p.progress.barrier())
     await asyncio.sleep(0)
     assert p.progress.barrier_at == (0, 93)
-    assert await p.progress.rewind_if_skipped() is None  # nothing applied in this process: nothing known
     await p.progress.apply(p.topic.sent[90][1], partition=0, offset=90)
     position[0] = 93
     assert await p.progress.rewind_if_skipped() is None  # not fetched yet: it may still come
@@ -272,3 +273,30 @@ async def test_a_barrier_record_the_consumer_fetched_but_never_applied_is_fetche
         await p.progress.apply(p.topic.sent[offset][1], partition=0, offset=offset)
     await waiting
     assert p.progress.barrier_at is None and await p.progress.rewind_if_skipped() is None
+
+
+@pytest.mark.parametrize("started, seek_to", [(94, 93), (80, 80), (None, 93)], ids=["past it", "before it", "unknown"])
+async def test_a_barrier_record_another_worker_of_the_app_applied_is_fetched_again(started, seek_to):
+    """Drill 17: a second worker with the same NODE_ID sent its barrier (93) while the first still
+    held the partition; the first applied it and committed 94 before it was fenced, so the second,
+    given the partition, starts at 94 and applies nothing. The rewind seeks back to where it
+    started, or to its barrier record if it started past it."""
+    p = Parts()
+    consumer = Consumer(committed=started)
+    p.topic.app = type("App", (), {"consumer": consumer})()  # type: ignore[attr-defined]
+    p.topic.get_topic_name = lambda: "progress"  # type: ignore[attr-defined]
+    p.progress.consumer_view = lambda: {"partitions": {"0": {"position": 94}}}  # type: ignore[method-assign]
+    for _ in range(93):
+        await p.topic.send(key=PATH, value={"kind": "checkpoint", "cursor": CURSOR.to_record()})
+    waiting = asyncio.ensure_future(p.progress.barrier())
+    await asyncio.sleep(0)
+    assert await p.progress.rewind_if_skipped() == {
+        "partition": 0,
+        "barrier_offset": 93,
+        "applied": None,
+        "position": 94,
+        "seek_to": seek_to,
+    }
+    assert [(tp.topic, tp.partition, offset) for tp, offset in consumer.seeks] == [("progress", 0, seek_to)]
+    await p.progress.apply(p.topic.sent[93][1], partition=0, offset=93)
+    await waiting
