@@ -118,7 +118,6 @@ class Sealer:
             size=manifest.size,
             sha256=manifest.sha256,
             block_range=manifest.block_range,
-            lines=manifest.lines,
         )
 
 

@@ -1,6 +1,6 @@
 """A stream's standby sealing its own node's finished files (issue 28): the CPU its
-``StandbyFiles`` room spends on a finished hour file of ``--seal-large-mb`` MB (its sha256, line
-count and edge lines, in slices, as the standby's loop does), run in this process on a file just
+``StandbyFiles`` room spends on a finished hour file of ``--seal-large-mb`` MB (its sha256 and
+edge lines, in slices, as the standby's loop does), run in this process on a file just
 written (in the page cache, as the node's are), and what that is at the node's output rate.
 Copying the file to the backup sink is the backup scenario's figure.
 """

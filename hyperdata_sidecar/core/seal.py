@@ -57,9 +57,9 @@ class SealManifest:
     version that did not keep them).
 
     ``standby``: the seal of a file a stream's standby finished reading (STREAM_ID), which it keeps
-    in its state and backs up but never publishes: ``lines`` counts the file's complete lines,
-    ``block_range`` is its first and last line's blocks, ``dlq_lines`` and ``block_regressions``
-    are 0 and ``offsets`` None (it published nothing). Only then is it in the JSON.
+    in its state and backs up but never publishes: ``block_range`` is its first and last good
+    lines' blocks, ``lines``, ``dlq_lines`` and ``block_regressions`` are 0 (it counts none) and
+    ``offsets`` None (it published nothing). Only then is it in the JSON.
     """
 
     table: str

@@ -2,8 +2,8 @@
 
 A standby publishes nothing, but its node's files are its own to keep: once a file is finished
 (a later file of its table exists and it has not grown for ``SEAL_GRACE_MS``) and has no seal
-recorded, the standby hashes it, counts its lines, reads the blocks of its first and last good
-lines and hands a seal marked ``standby`` to the seal and backup agents, which keep it in the
+recorded, the standby hashes it, reads the blocks of its first and last good lines and hands a
+seal marked ``standby`` to the seal and backup agents, which keep it in the
 sidecar's state (never on the seal topic) and back the file up.
 """
 
@@ -56,11 +56,12 @@ def first_good_block(table: str, lines: Sequence[bytes]) -> int | None:
 
 
 def standby_manifest(
-    path: str, *, size: int, sha256: str, lines: int, blocks: tuple[int | None, int | None], node: str, finalized_at: str
+    path: str, *, size: int, sha256: str, blocks: tuple[int | None, int | None], node: str, finalized_at: str
 ) -> SealManifest:
-    """The seal of ``path`` a standby keeps: the whole file's ``size`` and ``sha256``, its ``lines``
-    (complete lines), ``blocks`` its first and last good lines' blocks (no range unless both are
-    known). Raises ValueError for a path that is not an hour file."""
+    """The seal of ``path`` a standby keeps: the whole file's ``size`` and ``sha256``, ``blocks``
+    its first and last good lines' blocks (no range unless both are known), no lines counted (a
+    standby reads no line but those; counting them would double what sealing costs it). Raises
+    ValueError for a path that is not an hour file."""
     hour = HourFile.parse(path)
     if hour is None:
         raise ValueError(f"{path!r} is not an hour file")
@@ -74,7 +75,7 @@ def standby_manifest(
         size=size,
         sha256=sha256,
         finalized_at=finalized_at,
-        lines=lines,
+        lines=0,
         dlq_lines=0,
         node=node,
         standby=True,

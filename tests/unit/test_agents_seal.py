@@ -181,7 +181,7 @@ def standby_seals(p: Parts) -> float | None:
 
 
 async def test_a_standbys_seal_is_recorded_marked_and_counted_never_sent_nor_looked_for_on_the_topic(tmp_path, caplog):
-    p, sealed = Parts(tmp_path), manifest(standby=True, dlq_lines=0)
+    p, sealed = Parts(tmp_path), manifest(standby=True, lines=0, dlq_lines=0)
     await p.sealer.seal(sealed)
     assert p.dataplane.sent == [] and p.reads == [] and not p.emitted()
     record = p.seals[PATH]
@@ -189,7 +189,7 @@ async def test_a_standbys_seal_is_recorded_marked_and_counted_never_sent_nor_loo
     assert {k: v for k, v in record.items() if k != "sealed_at"} == orjson.loads(sealed.to_json())
     assert standby_seals(p) == 1
     [(event, fields)] = events(caplog)
-    assert event == "standby_seal" and fields["path"] == PATH and fields["lines"] == 40
+    assert event == "standby_seal" and fields["path"] == PATH and fields["sha256"] == "ab" * 32
 
 
 async def test_a_standbys_seal_of_a_file_with_a_seal_recorded_keeps_the_recorded_one(tmp_path, caplog):

@@ -53,21 +53,19 @@ def test_the_block_of_the_first_good_line_is_found_past_bad_ones():
 
 def test_a_standbys_manifest_describes_the_whole_file_and_publishes_nothing():
     seal = standby_manifest(
-        f"{FILLS}/hourly/20260610/22", size=300, sha256="ab" * 32, lines=3, blocks=(7, 9), node="b", finalized_at="now"
+        f"{FILLS}/hourly/20260610/22", size=300, sha256="ab" * 32, blocks=(7, 9), node="b", finalized_at="now"
     )
     assert (seal.table, seal.date, seal.hour, seal.block_range) == (FILLS, "20260610", "22", (7, 9))
-    assert (seal.lines, seal.dlq_lines, seal.offsets, seal.revision, seal.standby) == (3, 0, None, 1, True)
-    assert (
-        standby_manifest(seal.path, size=1, sha256="", lines=0, blocks=(7, None), node="b", finalized_at="").block_range is None
-    )
+    assert (seal.lines, seal.dlq_lines, seal.offsets, seal.revision, seal.standby) == (0, 0, None, 1, True)
+    assert standby_manifest(seal.path, size=1, sha256="", blocks=(7, None), node="b", finalized_at="").block_range is None
     with pytest.raises(ValueError, match="not an hour file"):
-        standby_manifest("elsewhere/x", size=1, sha256="", lines=0, blocks=(None, None), node="b", finalized_at="")
+        standby_manifest("elsewhere/x", size=1, sha256="", blocks=(None, None), node="b", finalized_at="")
 
 
 @given(st.booleans())
 def test_standby_is_in_the_json_only_when_true_and_reads_back(standby):
     seal = standby_manifest(
-        f"{FILLS}/hourly/20260610/22", size=300, sha256="ab" * 32, lines=3, blocks=(7, 9), node="b", finalized_at="now"
+        f"{FILLS}/hourly/20260610/22", size=300, sha256="ab" * 32, blocks=(7, 9), node="b", finalized_at="now"
     )
     seal = SealManifest(**{**seal.__dict__, "standby": standby})
     assert ("standby" in orjson.loads(seal.to_json())) is standby
@@ -76,9 +74,7 @@ def test_standby_is_in_the_json_only_when_true_and_reads_back(standby):
 
 def test_a_standby_field_that_is_not_a_boolean_is_refused():
     value = orjson.loads(
-        standby_manifest(
-            f"{FILLS}/hourly/20260610/22", size=1, sha256="", lines=0, blocks=(1, 1), node="b", finalized_at=""
-        ).to_json()
+        standby_manifest(f"{FILLS}/hourly/20260610/22", size=1, sha256="", blocks=(1, 1), node="b", finalized_at="").to_json()
     )
     with pytest.raises(ValueError, match="standby"):
         SealManifest.from_json(orjson.dumps({**value, "standby": 1}))

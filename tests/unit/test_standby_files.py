@@ -1,7 +1,6 @@
 """A stream's standby seals its own finished files (standby_files.StandbyFiles) on a real tree: the
 oldest finished file without a seal is hashed (over several looks when it is larger than a look's
-budget) and handed to the agents as a standby seal with the file's sha256, complete lines and edge
-blocks, once; a file it cannot read is put aside and named; the first look after a start hands the
+budget) and handed to the agents as a standby seal with the file's sha256 and edge blocks, once; a file it cannot read is put aside and named; the first look after a start hands the
 standby seals whose backup is not done over again."""
 
 from __future__ import annotations
@@ -63,7 +62,7 @@ async def test_the_oldest_finished_file_is_handed_over_once_with_its_digest_line
     [seal] = rotations.handed
     data = first.read_bytes()
     assert (seal.path, seal.size, seal.sha256) == (f"{FILLS}/hourly/20260610/21", len(data), hashlib.sha256(data).hexdigest())
-    assert (seal.lines, seal.block_range, seal.node, seal.standby, seal.offsets) == (40, (100, 139), "node-b", True, None)
+    assert (seal.lines, seal.block_range, seal.node, seal.standby, seal.offsets) == (0, (100, 139), "node-b", True, None)
 
 
 async def test_a_file_larger_than_a_looks_budget_takes_several_looks(tmp_path, monkeypatch):
