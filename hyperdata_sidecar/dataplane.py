@@ -499,7 +499,7 @@ class DataPlane:
             if topic in self.partitions:
                 self._note(self.guard.producer_saw(topic, count))
         if self.stuck is None and (self._confirming is None or self._confirming.done()):
-            for stuck in self._stuck.stats(parsed, time.monotonic())[:1]:
+            for stuck in self._stuck.stats(parsed, time.monotonic(), connected=self.connected)[:1]:
                 self._confirming = asyncio.ensure_future(self._confirm_stuck(stuck))
 
     async def _confirm_stuck(self, stuck: Stuck) -> None:
@@ -524,7 +524,8 @@ class DataPlane:
         them. With exactly_once the open transaction is aborted and a new producer takes over (its
         reads are redone); with at_least_once the line engines hold this producer, so the worker
         stops (exit 1) and the restart resumes from the last checkpoint."""
-        reason = f"{stuck.topic} [{stuck.partition}]: stuck after a leader-less update (librdkafka#5430)"
+        why = "after a leader-less update" if stuck.line else f"sending nothing for {stuck.quiet_s:.0f} s while connected"
+        reason = f"{stuck.topic} [{stuck.partition}]: stuck {why} (librdkafka#5430)"
         if self.txn.enabled and not self.txn.replace_producer(reason):
             return  # an abort is under way: asked again at the next statistics
         self.stuck = stuck
@@ -537,7 +538,10 @@ class DataPlane:
             quiet_s=round(stuck.quiet_s, 1),
             broker_leader=leader,
             cause="librdkafka skipped a leader-less metadata update and never sends to the partition again "
-            "(confluentinc/librdkafka#5430)",
+            "(confluentinc/librdkafka#5430)"
+            if stuck.line
+            else "librdkafka sent nothing to the partition for quiet_s while connected, though the broker names its "
+            "leader (the leader-less line of confluentinc/librdkafka#5430 not seen)",
             action="a new producer: reads redone" if self.txn.enabled else "the worker stops; the restart resumes",
         )
         if not self.txn.enabled:

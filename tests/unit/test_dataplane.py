@@ -478,6 +478,29 @@ async def test_a_partition_stuck_by_librdkafkas_leaderless_update_stops_the_work
     assert len(fatal) == 1 and errors == ["stuck"]  # once
 
 
+async def test_a_partition_connected_that_sends_nothing_is_stuck_without_the_line(tmp_path, caplog, monkeypatch):
+    """CI's drill 14: after the broker's thaw a partition sent nothing for two minutes and the
+    leader-less line never came. Connected (a broker UP), holding records, sending none for the
+    bound, its leader named by the broker: stuck all the same, and named so."""
+    monkeypatch.setattr("hyperdata_sidecar.dataplane.STUCK_AFTER_S", 0.0)
+    plane, _changes, _errors, fatal = make_counting(tmp_path)
+    plane.admin.leader = lambda topic, partition: 1  # type: ignore[method-assign]
+    caplog.set_level(logging.INFO, logger="tests.dataplane")
+    config = plane._config()
+    up = orjson.loads(stuck_stats(ORDERS, 40))
+    up["brokers"] = {"127.0.0.1:9092/1": {"state": "UP"}}
+    config["stats_cb"](orjson.dumps(up).decode())
+    assert plane._confirming is None  # its quiet starts now
+    config["stats_cb"](orjson.dumps(up).decode())
+    await plane._confirming
+    [error] = fatal
+    assert "sending nothing for 0 s while connected" in error.str()
+    [stuck] = events(caplog, "producer_stuck")
+    assert (stuck["topic"], stuck["partition"]) == (ORDERS, 2) and "line of confluentinc/librdkafka#5430 not seen" in stuck[
+        "cause"
+    ]
+
+
 async def test_a_stuck_partition_in_exactly_once_aborts_and_a_new_producer_takes_over(tmp_path, caplog, monkeypatch):
     monkeypatch.setattr("hyperdata_sidecar.dataplane.STUCK_AFTER_S", 0.0)
     plane, errors, _ = door(tmp_path, env={"DELIVERY": "exactly_once"})
