@@ -33,7 +33,6 @@ from collections.abc import AsyncIterable
 from typing import Any
 
 import faust
-import orjson
 from aiokafka.errors import KafkaError
 from hyperdata_sidecar.agents.rotations import manifests
 
@@ -121,7 +120,7 @@ class BackupWorker:
         manifest = manifest_from_cursor(cursor, self.settings.node_id) if cursor is not None else None
         seal = self.tables.seals.get(path)
         if manifest is None and seal is not None and seal.get("standby") is True:
-            manifest = SealManifest.from_json(orjson.dumps(dict(seal)))  # sealed as the stream's standby
+            manifest = SealManifest.from_record(seal)  # sealed as the stream's standby
         if manifest is None:
             stage = cursor.stage.value if cursor is not None else "not tracked"
             self.log.warning("backup_retry_refused", path=path, reason=f"not a finalized file ({stage})")

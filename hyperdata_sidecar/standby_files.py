@@ -13,7 +13,6 @@ is not done to the agents again, as a start does for an active's finalized files
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import time
@@ -22,15 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.backup_status import status_of
 from hyperdata_sidecar.core.seal import SealManifest
 from hyperdata_sidecar.core.standby_seal import OnDisk, files_to_seal, first_good_block, standby_manifest
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.core.times import iso_utc
-from hyperdata_sidecar.digest import SLICE_BYTES, open_regular
+from hyperdata_sidecar.digest import RunningDigest, open_regular
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.rotations import Rotations
 from hyperdata_sidecar.scanner import table_hour_files
@@ -42,26 +39,17 @@ UNREADABLE_WAIT_S = 60.0  # a file that could not be read is looked at again aft
 
 @dataclass
 class _Hashing:
-    """One file being read: its sha256 over ``[0, upto)`` of ``size`` bytes."""
+    """One file being read: its sha256 over ``[0, size)``, as far as read."""
 
     path: str
     size: int
-    upto: int = 0
-    sha256: Any = field(default_factory=hashlib.sha256)
+    digest: RunningDigest = field(default_factory=RunningDigest)
 
     def advance(self, watch_dir: Path, budget: int) -> bool:
         """Blocking: read on for at most ``budget`` bytes; True once the whole file is read.
         Raises ``OSError`` if it cannot be read, ``EOFError`` if it is now shorter."""
-        stop = min(self.size, self.upto + budget)
-        with open_regular(watch_dir / self.path) as f:
-            f.seek(self.upto)
-            while self.upto < stop:
-                data = f.read(min(SLICE_BYTES, stop - self.upto))
-                if not data:
-                    raise EOFError(f"{self.path} ended at {self.upto}, expected {self.size} bytes")
-                self.sha256.update(data)
-                self.upto += len(data)
-        return self.upto >= self.size
+        self.digest.catch_up(watch_dir / self.path, self.size, budget)
+        return self.digest.upto >= self.size
 
 
 def _edge_blocks(watch_dir: Path, path: str, size: int) -> tuple[int | None, int | None]:
@@ -125,7 +113,7 @@ class StandbyFiles:
         manifest = standby_manifest(
             hashing.path,
             size=hashing.size,
-            sha256=hashing.sha256.hexdigest(),
+            sha256=hashing.digest.hexdigest(),
             blocks=blocks,
             node=self.settings.node_id,
             finalized_at=iso_utc(time.time()),
@@ -161,7 +149,7 @@ class StandbyFiles:
             if record.get("standby") is not True or status_of(self.backups.get(path)).is_done:
                 continue
             try:
-                manifest = SealManifest.from_json(orjson.dumps(dict(record)))
+                manifest = SealManifest.from_record(record)
             except ValueError:
                 continue
             self.log.info("rotation_resent", path=path, occasion="standby")

@@ -108,6 +108,12 @@ class SealManifest:
         )
 
     @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> SealManifest:
+        """The manifest a ``sidecar-seals`` record keeps (its extra fields, ``sealed_at``, are
+        ignored). Raises ValueError as :meth:`from_json` does."""
+        return cls.from_json(orjson.dumps(dict(record)))
+
+    @classmethod
     def from_json(cls, data: bytes) -> SealManifest:
         """Parse a record value written by :meth:`to_json`.
 
