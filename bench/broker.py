@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperdata_sidecar.devkafka import KAFKA_VERSION, LocalKafka
+from hyperdata_sidecar.devkafka import KAFKA_VERSION, LocalKafka, free_low_port
 
 
 @dataclass(frozen=True)
@@ -23,14 +22,6 @@ class Broker:
     log_dir: Path | None = None
 
 
-def _two_free_ports() -> tuple[int, int]:
-    """Two ports free right now (the broker's client and controller listeners)."""
-    with socket.socket() as first, socket.socket() as second:
-        first.bind(("127.0.0.1", 0))
-        second.bind(("127.0.0.1", 0))
-        return first.getsockname()[1], second.getsockname()[1]
-
-
 @contextlib.contextmanager
 def broker(data_dir: Path, bootstrap: str | None = None) -> Iterator[Broker]:
     """Yield ``bootstrap``'s broker, or start a fresh LocalKafka in ``data_dir`` and remove it after."""
@@ -38,7 +29,8 @@ def broker(data_dir: Path, bootstrap: str | None = None) -> Iterator[Broker]:
         yield Broker(bootstrap, None, "unknown (external broker)")
         return
     shutil.rmtree(data_dir, ignore_errors=True)
-    port, controller_port = _two_free_ports()
+    port = free_low_port()
+    controller_port = free_low_port({port})
     kafka = LocalKafka(data_dir, port=port, controller_port=controller_port)
     kafka.start()
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Any
 from hyperdata_sidecar.config import DEFAULTS
 from hyperdata_sidecar.core import times
 from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.devkafka import free_low_port
 
 FAUST = str(Path(sys.executable).with_name("faust"))
 REPO = Path(__file__).resolve().parents[1]
@@ -33,12 +33,6 @@ STOP_TIMEOUT_S = 60.0
 
 class BenchError(RuntimeError):
     """A scenario could not run (a process died, a wait timed out); the message says what and where."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def epoch_of(iso: str) -> float:
@@ -70,7 +64,7 @@ class SidecarWorker:
         self.log_path = root / "worker.log"
         for path in (self.watch, root / "state"):
             path.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port = free_low_port()
         self.settings = {
             "WATCH_DIR": str(self.watch),
             "STATE_PATH": str(root / "state"),

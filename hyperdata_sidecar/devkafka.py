@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import collections
 import concurrent.futures
 import contextlib
 import fcntl
@@ -264,6 +265,7 @@ def _read_listeners(properties: Path) -> dict[str, int]:
 
 
 LOW_PORTS = range(29000, 32000)
+_HANDED_OUT: collections.deque[int] = collections.deque(maxlen=len(LOW_PORTS) // 4)
 
 
 def free_low_port(exclude: frozenset[int] | set[int] = frozenset()) -> int:
@@ -271,17 +273,21 @@ def free_low_port(exclude: frozenset[int] | set[int] = frozenset()) -> int:
     and start: a client retrying against a stopped broker on an ephemeral port can be handed that
     very port as its own source port (a TCP self-connection) and keep it, and the broker then cannot
     bind it again. ``connect()`` never picks a port from this range. Starts at a random place in
-    the range, so concurrent runs rarely try the same ports."""
+    the range, so concurrent runs rarely try the same ports, and hands out no port this process
+    was handed lately (its owner may not have bound it yet). Servers of the tests (a worker's web
+    view, proxies) take theirs here too: an ephemeral port found free can be some client's source
+    port by the time the server binds it."""
     start = uuid.uuid4().int % len(LOW_PORTS)
     for i in range(len(LOW_PORTS)):
         port = LOW_PORTS[(start + i) % len(LOW_PORTS)]
-        if port in exclude:
+        if port in exclude or port in _HANDED_OUT:
             continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _HANDED_OUT.append(port)
             return port
     raise DevKafkaError(f"no free port in {LOW_PORTS.start}-{LOW_PORTS.stop - 1}")
 

@@ -50,7 +50,6 @@ import functools
 import json
 import os
 import re
-import socket
 import sys
 import time
 import tomllib
@@ -64,6 +63,7 @@ from typing import Any
 import yaml
 from podman_kit import DEADLINE_S, PODMAN, BaseImage, StepFailed, TestRun, podman, run_logged, run_test, step
 
+from hyperdata_sidecar.devkafka import free_low_port
 from hyperdata_sidecar.tools.generate import generate_corpus, parse_start
 
 REPO = Path(__file__).resolve().parents[1]
@@ -259,12 +259,6 @@ def check_engine_in_use(metrics_url: str) -> None:
 # ---- steps --------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_until_ready(url: str, container: str) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
@@ -334,7 +328,7 @@ def run_services(stack: Stack) -> None:
     """topics-init, the sidecar until ready, the replay tap, the verifier; then SIGTERM to the sidecar."""
     step("5/8 topics-init, then the sidecar")
     stack.run_to_completion("topics-init")
-    web_port = free_port()
+    web_port = free_low_port()
     sidecar = f"{RUN_ID}-sidecar"
     podman("run", "--detach", *stack.sidecar_arguments("sidecar", web_port))
     wait_until_ready(f"http://127.0.0.1:{web_port}/readyz", sidecar)
@@ -363,7 +357,7 @@ def recreate_sidecar(stack: Stack, files: int) -> None:
     run as a uid that cannot write the volume, or without the native engine, stops with one
     configuration error line."""
     step("8/8 the sidecar container recreated on the same state volume")
-    web_port = free_port()
+    web_port = free_low_port()
     container = f"{RUN_ID}-sidecar-recreated"
     podman("run", "--detach", *stack.sidecar_arguments("sidecar-recreated", web_port))
     base = f"http://127.0.0.1:{web_port}"
@@ -411,7 +405,7 @@ def expect_configuration_error(stack: Stack, name: str, setting: str, *, mounts:
     container = f"{RUN_ID}-{name}"
     # The attached run's own output: podman attaches before the container starts, while `podman
     # logs` came back empty once (CI) for a container that exited within a second of starting.
-    run = podman("run", *stack.sidecar_arguments(name, free_port(), mounts=mounts, **changes), check=False, timeout=120)
+    run = podman("run", *stack.sidecar_arguments(name, free_low_port(), mounts=mounts, **changes), check=False, timeout=120)
     exit_code = podman("inspect", "--format", "{{.State.ExitCode}}", container).stdout.strip()
     output = (run.stdout + run.stderr).rstrip()
     errors = [line for line in output.splitlines() if "configuration error" in line]

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from worker_process import REPO, STOP_S, free_port
+from hyperdata_sidecar.devkafka import free_low_port
+
+from worker_process import REPO, STOP_S
 
 ALERTS = REPO / "deploy" / "prometheus" / "alerts.yml"
 JOB = "hyperdata-sidecar"  # the job name alerts.yml expects
@@ -32,7 +34,7 @@ class PrometheusProcess:
             pytest.skip("prometheus is not installed (apt-get install -y prometheus)")
         self.binary = binary
         self.root = root
-        self.port = free_port()
+        self.port = free_low_port()
         self.log_path = root / "prometheus.log"
         config = {  # JSON is YAML: Prometheus reads it as is
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},

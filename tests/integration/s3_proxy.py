@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
-from worker_process import free_port
+from hyperdata_sidecar.devkafka import free_low_port
 
 
 @dataclass
@@ -52,7 +52,7 @@ class S3Proxy:
     def __init__(self, upstream_port: int, refuse: RefuseParts | None = None) -> None:
         self.upstream_port = upstream_port
         self.refuse = refuse
-        self.port = free_port()
+        self.port = free_low_port()
         self.seen: list[SeenRequest] = []
         self.most_parts_in_flight = 0  # UploadPart requests forwarded and not yet answered, at most
         self._parts_in_flight = 0

@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer
 
 from hyperdata_sidecar.config import DEFAULTS
 from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.devkafka import free_low_port
 from hyperdata_sidecar.metrics import EXPORTED
 from hyperdata_sidecar.tools.generate import CorpusSummary, generate_corpus
 from hyperdata_sidecar.web.charts import HEIGHT, PAD, WIDTH
@@ -45,7 +46,6 @@ from worker_process import (
     SIDECAR_APP,
     WorkerProcess,
     current_hour_minus,
-    free_port,
     sidecar_env,
 )
 
@@ -562,7 +562,7 @@ async def browse(tmp_path: Path, responses: list[tuple[int, str]]) -> str:
     server.router.add_get("/", handle)
     runner = web.AppRunner(server)
     await runner.setup()
-    port = free_port()
+    port = free_low_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
         browser = await asyncio.create_subprocess_exec(

@@ -12,7 +12,6 @@ import datetime
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,18 +25,13 @@ from typing import Any
 import pytest
 
 from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.devkafka import free_low_port
 
 REPO = Path(__file__).resolve().parents[2]
 FAUST = str(Path(sys.executable).with_name("faust"))
 SIDECAR_APP = "hyperdata_sidecar"
 DEADLINE_S = 120.0
 STOP_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def sidecar_env(root: Path, bootstrap: str, prefix: str, **overrides: str) -> dict[str, str]:
@@ -51,7 +45,7 @@ def sidecar_env(root: Path, bootstrap: str, prefix: str, **overrides: str) -> di
         "KAFKA_BOOTSTRAP": bootstrap,
         "NODE_ID": f"{prefix.rstrip('.')}-{uuid.uuid4().hex[:6]}",
         "WEB_BIND": "127.0.0.1",
-        "WEB_PORT": str(free_port()),
+        "WEB_PORT": str(free_low_port()),
         "SEAL_GRACE_MS": "200",
         "POLL_INTERVAL_MS": "100",
         "TOPIC_SEALS": f"{prefix}node-files",

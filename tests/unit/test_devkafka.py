@@ -5,7 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from hyperdata_sidecar.devkafka import DevKafkaError, LocalKafka, ProxiedListener, SaslListener, _server_properties, resolve_jars
+from hyperdata_sidecar.devkafka import (
+    LOW_PORTS,
+    DevKafkaError,
+    LocalKafka,
+    ProxiedListener,
+    SaslListener,
+    _server_properties,
+    free_low_port,
+    resolve_jars,
+)
 
 PROPERTIES_OF_A_FORMATTED_DIR = """\
 # Written by devkafka on first start; its ports are fixed from then on.
@@ -91,3 +100,11 @@ def test_a_proxied_listener_is_bound_on_its_port_and_advertised_on_the_proxys():
     assert values["listeners"] == "PLAINTEXT://127.0.0.1:29100,CONTROLLER://127.0.0.1:29101,PROXIED://127.0.0.1:29103"
     assert values["advertised.listeners"] == "PLAINTEXT://127.0.0.1:29100,PROXIED://127.0.0.1:29104"
     assert values["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,PROXIED:PLAINTEXT"
+
+
+def test_free_low_ports_are_below_the_ephemeral_range_and_none_is_handed_out_twice_before_it_is_bound():
+    # CI: a worker's web port found free in the ephemeral range was a Kafka client's source port by
+    # the time the worker bound it; and two ports asked for before either is bound must differ.
+    ports = [free_low_port() for _ in range(200)]
+    assert all(port in LOW_PORTS for port in ports)
+    assert len(set(ports)) == len(ports)
