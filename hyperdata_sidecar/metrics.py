@@ -9,6 +9,7 @@ removes the previous file's series, so label cardinality stays bounded by the nu
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 
@@ -30,6 +31,7 @@ EXPORTED: dict[str, str] = {
     "hyperdata_sidecar_stream_behind_seconds": "gauge",
     "hyperdata_sidecar_stream_elections_total": "counter",
     "hyperdata_sidecar_stream_disagreements_total": "counter",
+    "hyperdata_sidecar_stream_standby_ready": "gauge",
     "hyperdata_sidecar_standby_seals_total": "counter",
     "hyperdata_sidecar_lines_published_total": "counter",
     "hyperdata_sidecar_bytes_read_total": "counter",
@@ -266,7 +268,12 @@ class SidecarMetrics:
         )
         self._stream_disagreements = counter(
             "stream_disagreements_total",
-            "STREAM_ID: looks at a table's handover point where this node's files hold another event than the stream's line.",
+            "STREAM_ID: looks at a table's handover point, or as a standby at the stream's newest line, where this node's files hold another event than the stream's line.",
+            table,
+        )
+        self._stream_standby_ready = gauge(
+            "stream_standby_ready",
+            "STREAM_ID, while standing by: 1 when the stream's newest line of the table is in this node's files, the same event (a takeover continues right after it), else 0.",
             table,
         )
         self._standby_seals = counter(
@@ -405,6 +412,15 @@ class SidecarMetrics:
 
     def stream_disagreement(self, table: str) -> None:
         self._stream_disagreements.labels(table).inc()
+
+    def standby_ready(self, table: str, ready: bool | None) -> None:
+        """STREAM_ID: whether this standby found the stream's newest line of ``table`` in its files
+        (None: it no longer stands by, the series goes)."""
+        if ready is None:
+            with contextlib.suppress(KeyError):
+                self._stream_standby_ready.remove(table)
+        else:
+            self._stream_standby_ready.labels(table).set(1 if ready else 0)
 
     def standby_sealed(self, table: str) -> None:
         """STREAM_ID: one file sealed as its stream's standby (kept, not published)."""

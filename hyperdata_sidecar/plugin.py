@@ -45,6 +45,7 @@ from hyperdata_sidecar.snapshot_offsets import SnapshotOffsets
 from hyperdata_sidecar.snapshots import SnapshotAnnouncements, SnapshotWatcher
 from hyperdata_sidecar.standby_files import StandbyFiles
 from hyperdata_sidecar.state_writer import StateTables, StateWriter, reopen_rocksdb
+from hyperdata_sidecar.stream_follow import StandbyFollow
 from hyperdata_sidecar.stream_handover import StreamHandover
 from hyperdata_sidecar.stream_heads import StreamHeads
 from hyperdata_sidecar.stream_positions import StreamPositions
@@ -105,6 +106,7 @@ class Sidecar:
         )
         self.readiness = readiness = Readiness(settings, metrics, log, broker, writer, txn, topics=dataplane, stream=leadership)
         positions = StreamPositions(settings, stream_topic_name(stream), dataplane) if stream else None
+        follow = StandbyFollow(settings, positions, heads, metrics, log) if positions and heads else None
         self.incidents = incidents = IncidentHistory(metrics, log)
         self.progress = progress = ProgressTopic(
             progress_topic := self._topic("progress", "json"),
@@ -173,9 +175,8 @@ class Sidecar:
             self.backlogs,
             self.watcher,
             self.backup_worker,
-            heads,
+            follow,
         )
-        standby_files = StandbyFiles(settings, tables.seals, tables.backups, rotations, log) if stream else None
         self.runtime = Runtime(
             settings,
             broker,
@@ -188,7 +189,8 @@ class Sidecar:
             log,
             leadership,
             heads,
-            standby_files,
+            StandbyFiles(settings, tables.seals, tables.backups, rotations, log) if stream else None,
+            follow,
         )
 
     def install(self) -> None:

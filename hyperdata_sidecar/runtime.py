@@ -32,6 +32,7 @@ from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.shutdown import STOP_CHECK_S, Shutdown
 from hyperdata_sidecar.snapshots import SnapshotWatcher
 from hyperdata_sidecar.standby_files import StandbyFiles
+from hyperdata_sidecar.stream_follow import StandbyFollow
 from hyperdata_sidecar.stream_heads import StreamHeads
 from hyperdata_sidecar.table_sync import TableSync
 from hyperdata_sidecar.transactions import TransactionAborted
@@ -58,6 +59,7 @@ class Runtime(NamedTuple):
     leadership: Leadership | None = None  # STREAM_ID: the stream's group, which elects the active
     heads: StreamHeads | None = None  # STREAM_ID: the nodes' heads, announced and followed
     standby_files: StandbyFiles | None = None  # STREAM_ID: this node's finished files, sealed while standing by
+    follow: StandbyFollow | None = None  # STREAM_ID: the stream's position, found in this node's files while standing by
 
 
 class SidecarRuntime(Service):
@@ -86,6 +88,8 @@ class SidecarRuntime(Service):
 
     async def _when_elected(self, leadership: Leadership) -> None:
         await leadership.elected()
+        if self.runtime.follow is not None:
+            self.runtime.follow.elected()
         if not self.runtime.shutdown.stopping:
             await self._connect()
 
@@ -128,8 +132,8 @@ def install_runtime(app: faust.App, runtime: Runtime) -> None:
     for spec in TABLES:
         _install_poll_loop(app, runtime, spec.dir_name)
     _install_snapshot_loop(app, runtime)
-    if runtime.standby_files is not None:
-        _install_standby_loop(app, runtime, runtime.standby_files)
+    if runtime.standby_files is not None and runtime.follow is not None:
+        _install_standby_loop(app, runtime, runtime.standby_files, runtime.follow)
 
     @app.timer(READINESS_EVERY_S, name="hyperdata_sidecar.readiness")
     async def refresh_readiness() -> None:
@@ -187,14 +191,16 @@ def _install_snapshot_loop(app: faust.App, runtime: Runtime) -> None:
     app.task(watch_snapshots)
 
 
-def _install_standby_loop(app: faust.App, runtime: Runtime, files: StandbyFiles) -> None:
-    """STREAM_ID: the loop that seals and backs up this node's finished files while it stands by
-    (:class:`StandbyFiles`); once elected, the tailers do."""
+def _install_standby_loop(app: faust.App, runtime: Runtime, files: StandbyFiles, follow: StandbyFollow) -> None:
+    """STREAM_ID: the loop that, while this sidecar stands by, seals and backs up its node's finished
+    files (:class:`StandbyFiles`; once elected, the tailers do) and follows the stream's position in
+    them (:class:`StandbyFollow`)."""
 
     async def seal_as_standby() -> None:
         while not runtime.shutdown.stopping:
             if runtime.readiness.lifecycle.phase is Phase.STANDBY:
                 try:
+                    await follow.tick()  # says what it could not read: raises no Kafka or disk error
                     await files.tick()
                 except (TimeoutError, KafkaError) as exc:
                     # The rotation topic cannot take the seal now: the next look hands it over again.

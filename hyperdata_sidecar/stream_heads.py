@@ -3,7 +3,8 @@
 Twice a second every sidecar of a stream looks how far its node has written (per table, the
 ``block_time`` of the newest complete line of the newest hour file: :func:`look`), announces it on
 the stream's topic (key ``head|<node>``, not in a transaction) and reads the other sidecars'
-announcements. The active asks :class:`~hyperdata_sidecar.core.node_heads.YieldWatch` whether a
+announcements, and keeps the newest of the active's position records it meets there per table
+(a standby's :class:`~hyperdata_sidecar.stream_follow.StandbyFollow` looks for them). The active asks :class:`~hyperdata_sidecar.core.node_heads.YieldWatch` whether a
 standby's node is far enough ahead for long enough; if so it yields: its worker stops, it leaves the
 group, the standby is elected at once, and its restart stands by.
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
@@ -26,6 +28,7 @@ from hyperdata_sidecar.core.backoff import Backoff
 from hyperdata_sidecar.core.leadership import Role
 from hyperdata_sidecar.core.lineinfo import block_time_of
 from hyperdata_sidecar.core.node_heads import Heads, YieldWatch, node_head
+from hyperdata_sidecar.core.stream_position import StreamPosition
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.core.times import epoch_of
 from hyperdata_sidecar.leadership import Leadership
@@ -67,6 +70,14 @@ def _newest_block_time(path: Path) -> float | None:
     return None
 
 
+def _position(value: bytes | None) -> StreamPosition | None:
+    """The stream position in a record of the stream's topic, if it is one."""
+    try:
+        return StreamPosition.from_record(orjson.loads(value or b""))
+    except orjson.JSONDecodeError:
+        return None
+
+
 class StreamHeads:
     """This node's head, announced; the peers' heads, followed; the active's yield."""
 
@@ -84,6 +95,7 @@ class StreamHeads:
         self.metrics = metrics
         self.log = log
         self.on_yield = on_yield
+        self.positions: dict[str, StreamPosition] = {}  # the newest the active wrote per table, as read
         self.own: Heads | None = None
         self.peers: dict[str, Heads] = {}
         self.watch = YieldWatch(settings.stream_yield_lag_s)
@@ -135,6 +147,10 @@ class StreamHeads:
                     heads = Heads.decode(record.value)
                     if heads is not None and heads.node != own.node:
                         self.peers[heads.node] = heads
+                elif (position := _position(record.value)) is not None:
+                    known = self.positions.get(position.table)
+                    if known is None or position.order > known.order:
+                        self.positions[position.table] = position
         ahead = self.watch.furthest_ahead(own.head, self.peers, now)
         self.metrics.stream_behind(ahead[1] if ahead is not None and ahead[1] != float("inf") else 0.0)
         if self.leadership.role is Role.ACTIVE and not self._yielded:

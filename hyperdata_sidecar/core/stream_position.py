@@ -55,6 +55,11 @@ class StreamPosition(NamedTuple):
         return f"{self.table}|{self.block}|{self.seq}" + (f"|r{self.epoch}" if self.epoch else "")
 
     @property
+    def order(self) -> tuple[int, int, int]:
+        """Where the line is in the stream: a later line has a larger ``(epoch, block, seq)``."""
+        return (self.epoch, self.block, self.seq)
+
+    @property
     def seq_state(self) -> SeqState:
         """The sequencer state publishing continues from."""
         return (self.block, self.next_seq, self.epoch)
@@ -154,6 +159,33 @@ def find(position: StreamPosition, lines: Iterable[WalkedLine]) -> Found | Disag
                 f"no line of block {position.block} starts at event {position.seq} here (this one spans it)",
             )
     return None
+
+
+class Following(NamedTuple):
+    """A standby's look at the stream's newest line of one table in its own node's files: ``ready``
+    (the same event: a takeover continues at ``offset`` of ``path``), ``not_written`` (this node has
+    not written that far yet), ``disagree`` (another event there: ``reason``) or ``unreadable``."""
+
+    state: str
+    line_id: str
+    published_by: str
+    at: float
+    path: str | None = None
+    offset: int | None = None
+    reason: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+
+def following(position: StreamPosition, found: Found | Disagreement | None, at: float) -> Following:
+    """What :func:`find` (through ``position_search.locate``) said of ``position``, for the status."""
+    if isinstance(found, Found):
+        return Following("ready", position.line_id, position.node, at, found.path, found.offset)
+    if isinstance(found, Disagreement):
+        return Following("disagree", position.line_id, position.node, at, found.path, found.offset, found.reason)
+    return Following("not_written", position.line_id, position.node, at)
 
 
 def resume_cursors(

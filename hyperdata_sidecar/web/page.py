@@ -95,7 +95,23 @@ def _stream(stream: dict[str, Any] | None) -> str:
     members = ", ".join(_node(name, nodes.get(name)) for name in stream["members"]) or "none known yet"
     return (
         f" · stream {_e(stream['stream'])}: <b>{_e(stream['role'])}</b> (active {_e(stream['active'] or '?')}; members {members})"
+        f"{_following(stream.get('follow'))}"
     )
+
+
+FOLLOW_WORDS = {"ready": "ready", "not_written": "not written here yet", "disagree": "DISAGREES", "unreadable": "unreadable"}
+
+
+def _following(follow: dict[str, dict[str, Any]] | None) -> str:
+    """`` · the stream's line here: fills ready, …`` for a standby (its last look per table)."""
+    if not follow:
+        return ""
+    looks = ", ".join(
+        f'<span title="{_e(look["line_id"])}: {_e(look.get("reason") or look.get("path") or "")}">'
+        f"{_e(table_label(table))} {_e(FOLLOW_WORDS.get(look['state'], look['state']))}</span>"
+        for table, look in follow.items()
+    )
+    return f" · the stream's newest line here: {looks}"
 
 
 def _node(name: str, head: dict[str, Any] | None) -> str:

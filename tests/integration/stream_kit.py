@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -164,6 +165,15 @@ def role(sidecar: Sidecar) -> str | None:
         return sidecar.worker.get_json("/sidecar/status/")["role"]
     except OSError:
         return None
+
+
+def following(sidecar: Sidecar) -> dict[str, dict[str, Any]]:
+    """A standby's last look per table at the stream's newest line in its files (``/sidecar/status/``)."""
+    assert sidecar.worker is not None
+    try:
+        return sidecar.worker.get_json("/sidecar/status/")["stream"].get("follow") or {}
+    except OSError:
+        return {}
 
 
 def committed(sidecar: Sidecar) -> float:

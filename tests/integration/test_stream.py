@@ -17,7 +17,16 @@ from hyperdata_sidecar.scanner import table_hour_files
 
 from drill_kit import caught_up, kill, metric_value, wait_for
 from sidecar_run import Sidecar, write_corpus
-from stream_kit import committed, data_topics, role, second_node_tree, split_last_hour, stream_report, two_nodes
+from stream_kit import (
+    committed,
+    data_topics,
+    following,
+    role,
+    second_node_tree,
+    split_last_hour,
+    stream_report,
+    two_nodes,
+)
 
 
 async def test_a_killed_actives_standby_takes_over_from_the_streams_position_and_a_restarted_one_stands_by(
@@ -47,6 +56,12 @@ async def test_a_killed_actives_standby_takes_over_from_the_streams_position_and
         assert all(hashlib.sha256((b.backups / path).read_bytes()).hexdigest() == sealed[path] for path in finished)
         assert metric_value(b.worker, "hyperdata_sidecar_standby_seals_total") == len(finished)
         assert metric_value(b.worker, "hyperdata_sidecar_seals_emitted_total") == 0 and committed(b) == 0
+        # It follows the stream: the newest line of each table is found in its own files.
+        await b.worker.until(
+            lambda: {t: look["state"] for t, look in following(b).items()} == {s.dir_name: "ready" for s in TABLES},
+            "the standby finding the stream's newest line of every table in its files",
+        )
+        assert all(metric_value(b.worker, "hyperdata_sidecar_stream_standby_ready", table=s.dir_name) == 1 for s in TABLES)
         kill(a.worker)
         shutil.copytree(last_hour, a.watch, dirs_exist_ok=True)  # both nodes write the next hour
         second_node_tree(last_hour, b.watch)
@@ -83,15 +98,25 @@ async def test_nodes_that_disagree_at_the_handover_point_publish_nothing_past_it
         assert a.worker is not None
         await a.until_events("stream_elected")
         await a.worker.until(lambda: caught_up(a.worker, a.watch), "the first active's catch-up")
-        await asyncio.to_thread(a.worker.stop)  # leaves the group: b is elected at once
         b.start()
         assert b.worker is not None
+        # Standing by, b finds the stream's newest fills line to be another event in its files, and says so.
         await b.until_events("stream_disagreement")
+        [standing_by] = b.events("stream_disagreement")
+        assert standing_by["role"] == "standby" and standing_by["path"] == newest.relative_to(b.watch).as_posix()
+        assert following(b)[fills]["state"] == "disagree"
+        assert metric_value(b.worker, "hyperdata_sidecar_stream_standby_ready", table=fills) == 0
+        await asyncio.to_thread(a.worker.stop)  # leaves the group: b is elected at once
+        await b.until_events("stream_disagreement", 2)
         reasons = await wait_for(b.worker, lambda: _names_disagreement(b), "readyz naming the disagreement")
         assert reasons >= 0
         assert metric_value(b.worker, "hyperdata_sidecar_stream_disagreements_total", table=fills) >= 1
-        disagreement = b.events("stream_disagreement")[0]
-        assert disagreement["table"] == fills and disagreement["path"] == newest.relative_to(b.watch).as_posix()
+        disagreement = b.events("stream_disagreement")[1]
+        assert (
+            "role" not in disagreement
+            and disagreement["table"] == fills
+            and disagreement["path"] == newest.relative_to(b.watch).as_posix()
+        )
         assert committed(b) == 0, "the new active published past a disagreement"
         report = await asyncio.to_thread(stream_report, kafka_bootstrap, data_topics(a.env), a.watch)
         assert report.ok, report.summary()

@@ -15,6 +15,7 @@ from hyperdata_sidecar.core.stream_position import (
     WalkedLine,
     event_digest,
     find,
+    following,
     position_after,
 )
 from hyperdata_sidecar.core.tables import TABLE_BY_DIR
@@ -71,6 +72,29 @@ def test_the_position_names_its_line_id_and_the_sequencer_after_it():
     assert (position.line_id, position.seq_state) == ("node_fills_streaming|101|2", (101, 3, 0))
     assert StreamPosition.from_record(orjson.loads(orjson.dumps(position.to_record()))) == position
     assert StreamPosition(*position[:4], 2, *position[5:]).line_id == "node_fills_streaming|101|2|r2"
+
+
+def test_positions_are_ordered_as_the_stream_is_even_across_a_block_regression():
+    positions = [position_of(NODE_A, index) for index in range(len(NODE_A))]
+    assert [p.order for p in positions] == sorted(p.order for p in positions)
+    regressed = position_of(NODE_A, 0)._replace(epoch=1)  # block 100 again, after the node went down
+    assert regressed.order > positions[-1].order
+
+
+@pytest.mark.parametrize(
+    ("found", "expected"),
+    [
+        (Found("a/22", 7), ("ready", "a/22", 7, None)),
+        (Disagreement("a/22", 3, "another event"), ("disagree", "a/22", 3, "another event")),
+        (None, ("not_written", None, None, None)),
+    ],
+    ids=["found", "disagreement", "not written"],
+)
+def test_a_standby_s_look_says_what_the_search_found(found, expected):
+    position = position_of(NODE_A, 2)
+    look = following(position, found, at=5.0)
+    assert (look.state, look.path, look.offset, look.reason) == expected
+    assert (look.line_id, look.published_by, look.at, look.ready) == (position.line_id, "node-a", 5.0, expected[0] == "ready")
 
 
 def test_another_event_at_the_stream_s_line_is_a_disagreement():

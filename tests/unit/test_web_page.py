@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import html.parser
+import re
 
 import pytest
 
@@ -261,6 +263,20 @@ def test_a_sidecar_of_a_stream_shows_its_role_the_active_and_how_far_each_node_i
     }
     page = render_page(status(role="standby", stream=stream))
     assert "stream mainnet: <b>standby</b> (active node-b; members node-a (42 s behind), node-b (0 s behind))" in page
+
+
+def test_a_standby_shows_where_the_streams_newest_line_is_in_its_nodes_files():
+    look = {"line_id": "x|8|0", "published_by": "node-b", "path": "p", "offset": 3, "age_s": 0.5}
+    follow = {
+        "node_fills_streaming": {**look, "state": "ready", "reason": None},
+        "node_order_statuses_streaming": {**look, "state": "disagree", "reason": "another event <here>"},
+        "node_raw_book_diffs_streaming": {**look, "state": "not_written", "path": None, "offset": None, "reason": None},
+    }
+    stream = {"stream": "s", "role": "standby", "active": "node-b", "members": [], "nodes": {}, "follow": follow}
+    page = render_page(status(role="standby", stream=stream))
+    header = html.unescape(re.sub(r"<[^>]+>", "", page.split("</header>")[0]))
+    assert "the stream's newest line here: fills ready, order_statuses DISAGREES, raw_book_diffs not written here yet" in header
+    assert 'title="x|8|0: another event &lt;here&gt;"' in page
 
 
 def test_a_sidecar_alone_shows_no_stream():
