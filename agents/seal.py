@@ -19,7 +19,7 @@ import orjson
 from hyperdata_sidecar.agents.publish_once import Published, PublishOnce
 from hyperdata_sidecar.agents.rotations import manifests
 
-from hyperdata_sidecar.core.seal import SealManifest, published_revision_of
+from hyperdata_sidecar.core.seal import SealManifest, published_revision_of, revision_of
 from hyperdata_sidecar.core.times import epoch_of, iso_utc
 from hyperdata_sidecar.state_writer import StateWriter
 
@@ -101,10 +101,11 @@ class Sealer:
 
     async def _keep_standby_seal(self, manifest: SealManifest) -> None:
         """STREAM_ID: the seal of a file this sidecar finished reading as its stream's standby, kept
-        in the seals table (``"standby": true``), not published. A file with any seal recorded
-        keeps it: a published seal says more, and a standby seals a file once."""
+        in the seals table (``"standby": true``), not published. A file with a published seal keeps
+        it (it says more); a standby's seal gives way only to a later revision (the file grew)."""
         log = self.once.log
-        if manifest.path in self.seals:
+        recorded = self.seals.get(manifest.path)
+        if recorded is not None and (recorded.get("standby") is not True or revision_of(recorded) >= manifest.revision):
             log.info("seal_already_recorded", path=manifest.path, revision=manifest.revision, standby=True)
             return
         record = {**orjson.loads(manifest.to_json()), "sealed_at": iso_utc(time.time())}
@@ -118,6 +119,7 @@ class Sealer:
             size=manifest.size,
             sha256=manifest.sha256,
             block_range=manifest.block_range,
+            revision=manifest.revision,
         )
 
 

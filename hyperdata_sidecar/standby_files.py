@@ -7,7 +7,9 @@ of it in a thread (a large file takes several looks), and once the whole file is
 standby seal to the seal and backup agents (:meth:`~hyperdata_sidecar.rotations.Rotations.rotate_standby`):
 the seal agent keeps it in ``sidecar-seals`` (``"standby": true``), the backup agent backs the
 file up. Nothing is published. The first look after a start hands the standby seals whose backup
-is not done to the agents again, as a start does for an active's finalized files.
+is not done to the agents again, as a start does for an active's finalized files. A file that grew
+after its standby seal (a late append) is hashed and sealed again, its next revision, and backed up
+again (the backup agent copies a later revision).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.backup_status import status_of
 from hyperdata_sidecar.core.seal import SealManifest
-from hyperdata_sidecar.core.standby_seal import OnDisk, files_to_seal, first_good_block, standby_manifest
+from hyperdata_sidecar.core.standby_seal import OnDisk, files_to_seal, first_good_block, next_standby_revision, standby_manifest
 from hyperdata_sidecar.core.tables import TABLES
 from hyperdata_sidecar.core.times import iso_utc
 from hyperdata_sidecar.digest import RunningDigest, open_regular
@@ -43,6 +45,7 @@ class _Hashing:
 
     path: str
     size: int
+    revision: int
     digest: RunningDigest = field(default_factory=RunningDigest)
 
     def advance(self, watch_dir: Path, budget: int) -> bool:
@@ -79,7 +82,7 @@ class StandbyFiles:
         self.rotations = rotations
         self.log = log
         self._hashing: _Hashing | None = None
-        self._handed: set[str] = set()  # handed to the agents by this process
+        self._handed: dict[str, int] = {}  # path -> the size handed to the agents by this process
         self._unreadable: dict[str, float] = {}  # path -> when it could not be read
         self._resent = False
 
@@ -117,16 +120,17 @@ class StandbyFiles:
             blocks=blocks,
             node=self.settings.node_id,
             finalized_at=iso_utc(time.time()),
+            revision=hashing.revision,
         )
         await self.rotations.rotate_standby(manifest)
-        self._handed.add(hashing.path)
+        self._handed[hashing.path] = hashing.size
         self._hashing = None
 
     def _next_file(self) -> _Hashing | None:
         """Blocking: the oldest file of any table to seal now, or None."""
         now, wall = time.monotonic(), time.time()
         self._unreadable = {p: at for p, at in self._unreadable.items() if now - at < UNREADABLE_WAIT_S}
-        passed = frozenset(self._handed | self._unreadable.keys())
+        passed = frozenset(self._unreadable)
         candidates: list[OnDisk] = []
         for spec in TABLES:
             listed = []
@@ -136,11 +140,13 @@ class StandbyFiles:
                 except OSError:
                     continue  # gone since the listing
                 listed.append(OnDisk(path, st.st_size, st.st_mtime))
-            candidates += files_to_seal(listed, self.seals, now=wall, grace_s=self.settings.seal_grace_s, passed=passed)[:1]
+            candidates += files_to_seal(
+                listed, self.seals, now=wall, grace_s=self.settings.seal_grace_s, handed=self._handed, passed=passed
+            )[:1]
         if not candidates:
             return None
         oldest = min(candidates, key=lambda f: f.modified)
-        return _Hashing(oldest.path, oldest.size)
+        return _Hashing(oldest.path, oldest.size, next_standby_revision(self.seals.get(oldest.path)))
 
     async def _resend_unfinished_backups(self) -> None:
         """The standby seals whose backup is not done, handed to the agents again (the seal agent

@@ -200,6 +200,17 @@ async def test_a_standbys_seal_of_a_file_with_a_seal_recorded_keeps_the_recorded
     assert events(caplog) == [("seal_already_recorded", {"path": PATH, "revision": 1, "standby": True})]
 
 
+async def test_a_standbys_later_revision_replaces_its_earlier_seal_and_an_equal_one_is_skipped(tmp_path, caplog):
+    p = Parts(tmp_path)
+    await p.sealer.seal(manifest(standby=True))
+    grown = manifest(standby=True, sha256="cd" * 32, revision=2)
+    await p.sealer.seal(grown)
+    await p.sealer.seal(manifest(standby=True, sha256="ef" * 32, revision=2))
+    assert (p.seals[PATH]["revision"], p.seals[PATH]["sha256"], p.seals[PATH]["standby"]) == (2, "cd" * 32, True)
+    assert standby_seals(p) == 2 and p.dataplane.sent == []
+    assert [fields.get("revision") for event, fields in events(caplog) if event == "standby_seal"] == [1, 2]
+
+
 async def test_a_file_sealed_as_standby_is_sealed_and_published_once_this_sidecar_publishes_it(tmp_path):
     p = Parts(tmp_path)
     await p.sealer.seal(manifest(standby=True))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from hyperdata_sidecar.core.handover import Occasion, needs_handover
 from hyperdata_sidecar.core.seal import SealManifest, published_revision_of, revision_of
-from hyperdata_sidecar.core.standby_seal import OnDisk, files_to_seal, first_good_block, standby_manifest
+from hyperdata_sidecar.core.standby_seal import OnDisk, files_to_seal, first_good_block, next_standby_revision, standby_manifest
 
 from test_core_handover import finalized  # a finalized cursor of revision N
 
@@ -43,6 +43,21 @@ def test_files_with_a_seal_recorded_or_passed_over_are_not_sealed_the_rest_oldes
     files = [on_disk(19), on_disk(20), on_disk(21), on_disk(22)]
     sealed = {files[0].path: {"revision": 1, "standby": True}}
     assert files_to_seal(files, sealed, now=NOW, grace_s=2.0, passed=frozenset({files[1].path})) == [files[2]]
+
+
+def test_a_file_that_grew_after_its_standby_seal_is_sealed_again_its_next_revision():
+    grown, published = on_disk(20, size=150), on_disk(21, size=150)
+    files = [grown, published, on_disk(22)]
+    seals = {
+        grown.path: {"revision": 1, "standby": True, "size": 100},
+        published.path: {"revision": 1, "size": 100},  # the active's: it watches its files itself
+    }
+    assert files_to_seal(files, seals, now=NOW, grace_s=2.0) == [grown]
+    assert next_standby_revision(seals[grown.path]) == 2 and next_standby_revision(None) == 1
+    assert files_to_seal(files, seals, now=NOW, grace_s=2.0, handed={grown.path: 150}) == []  # handed at this size
+    assert files_to_seal(files, seals, now=NOW, grace_s=2.0, handed={grown.path: 120}) == [grown]  # grew since
+    seals[grown.path]["size"] = 150
+    assert files_to_seal(files, seals, now=NOW, grace_s=2.0) == []
 
 
 def test_the_block_of_the_first_good_line_is_found_past_bad_ones():

@@ -65,6 +65,27 @@ async def test_the_oldest_finished_file_is_handed_over_once_with_its_digest_line
     assert (seal.lines, seal.block_range, seal.node, seal.standby, seal.offsets) == (0, (100, 139), "node-b", True, None)
 
 
+async def test_a_file_that_grows_after_its_standby_seal_is_sealed_again_with_the_next_revision(tmp_path):
+    first = write_hour(tmp_path, 21, range(100, 140))
+    write_hour(tmp_path, 22, range(140, 150))
+    files, rotations = room(tmp_path)
+    await files.tick()
+    [sealed] = rotations.handed
+    files.seals[sealed.path] = {**orjson.loads(sealed.to_json()), "sealed_at": "t"}  # as the seal agent records it
+    await files.tick()
+    assert len(rotations.handed) == 1
+    with open(first, "ab") as f:  # a late append
+        f.write(fill_line(140) + b"\n")
+    then = time.time() - 600
+    os.utime(first, (then, then))
+    for _ in range(3):
+        await files.tick()
+    [_, again] = rotations.handed
+    data = first.read_bytes()
+    assert (again.revision, again.size, again.sha256) == (2, len(data), hashlib.sha256(data).hexdigest())
+    assert (again.standby, again.block_range) == (True, (100, 140))
+
+
 async def test_a_file_larger_than_a_looks_budget_takes_several_looks(tmp_path, monkeypatch):
     monkeypatch.setattr(standby_files, "HASH_BUDGET_BYTES", 1000)
     first = write_hour(tmp_path, 21, range(100, 140))
