@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.cursor import FileCursor
 from hyperdata_sidecar.core.hourfile import HourFile
-from hyperdata_sidecar.core.tables import TABLES
+from hyperdata_sidecar.core.tables import TABLE_BY_DIR, TABLES
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.ports import TrackedView
@@ -52,18 +52,29 @@ class NodeTables:
         self.tailers: dict[str, TableTailer] = {}
         self.ticking: set[str] = set()  # the tables whose tick is under way
 
-    def start(self, rooms: TailerRooms, stored: Mapping[str, dict[str, FileCursor]]) -> None:
-        """Build each table's tailer from its stored cursors (once the offsets table is complete)."""
+    def start(self, rooms: TailerRooms, stored: Mapping[str, dict[str, FileCursor]], held: Collection[str] = ()) -> None:
+        """Build each table's tailer from its stored cursors (once the offsets table is complete);
+        a ``held`` table (STREAM_ID: it cannot continue the stream yet) gets none until
+        :meth:`start_table`, and its polls do nothing."""
+        self.tailers = {}
         for spec in TABLES:
-            self.tailers[spec.dir_name] = TableTailer(spec, self.settings, rooms, stored.get(spec.dir_name, {}))
+            if spec.dir_name not in held:
+                self.start_table(rooms, spec.dir_name, stored.get(spec.dir_name, {}))
+
+    def start_table(self, rooms: TailerRooms, table: str, cursors: dict[str, FileCursor]) -> None:
+        """Build one table's tailer (a held table once it can continue the stream)."""
+        self.tailers[table] = TableTailer(TABLE_BY_DIR[table], self.settings, rooms, cursors)
 
     # ------------------------------------------------------------------ ticks
 
     async def tick(self, table: str) -> None:
         """One poll of ``table``: every file caught up as far as it has grown, what is finished finalized."""
+        tailer = self.tailers.get(table)
+        if tailer is None:
+            return  # held (STREAM_ID): it cannot continue the stream yet
         self.ticking.add(table)
         try:
-            await self.tailers[table].tick()
+            await tailer.tick()
         except (Abandoned, TransactionAborted):
             return  # stopping, or the tables redo their reads after an aborted transaction (TableSync)
         except (OSError, EOFError) as exc:
@@ -101,23 +112,19 @@ class NodeTables:
 
     def published_past(self, height: int) -> dict[str, bool]:
         """Per table: has it published (delivered and checkpointed) a line with a block above ``height``?"""
-        return {
-            table: tailer.published_block is not None and tailer.published_block > height
-            for table, tailer in self.tailers.items()
-        }
+        published = {table: tailer.published_block for table, tailer in self.tailers.items()}
+        return {spec.dir_name: (block := published.get(spec.dir_name)) is not None and block > height for spec in TABLES}
 
     def tracked(self) -> dict[str, dict[str, TrackedView]]:
         """Every tracked file by table: the tailers' views once built (with the size now of the
-        files still growing), the offsets table's before."""
+        files still growing), the offsets table's before (and for a held table)."""
         views: dict[str, dict[str, TrackedView]] = {spec.dir_name: {} for spec in TABLES}
-        if self.tailers:
-            for table, tailer in self.tailers.items():
-                views[table] = {path: tailer.view(path) for path in tailer.files}
-            return views
         for path, record in self.offsets.items():
             hour = HourFile.parse(path)
-            if hour is not None:
+            if hour is not None and hour.table not in self.tailers:
                 views.setdefault(hour.table, {})[path] = TrackedView(hour, FileCursor.from_record(record), None)
+        for table, tailer in self.tailers.items():
+            views[table] = {path: tailer.view(path) for path in tailer.files}
         return views
 
     def sample_backlogs(self) -> None:

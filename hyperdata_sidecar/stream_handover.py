@@ -5,17 +5,19 @@ its producer's ``init_transactions`` fenced the former active, before the tailer
 table the stream has published, the last committed :class:`~hyperdata_sidecar.core.stream_position.StreamPosition`
 (never the former active's word) is found in this node's files (:mod:`~hyperdata_sidecar.position_search`),
 and the table's cursors continue right after it (:func:`~hyperdata_sidecar.core.stream_position.resume_cursors`).
-Until every table agrees, nothing is published: readiness names each table that waits and why
-(this node has not written the line yet, or its files hold another event there), and the look is
-repeated until agreement or the worker stops.
+A table whose line this node has not written yet, or where its files hold another event, is held:
+it publishes nothing (its tailer is not built) while the other tables go on; readiness names each
+held table and why, and :meth:`StreamHandover.release` looks again every second until it agrees or
+the worker stops. While the stream's positions cannot be read at all, nothing starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from hyperdata_sidecar.config import Settings
 from hyperdata_sidecar.core.cursor import FileCursor
@@ -31,6 +33,15 @@ from hyperdata_sidecar.shutdown import Shutdown
 from hyperdata_sidecar.stream_positions import PositionsUnavailable, StreamPositions
 
 LOOK_AGAIN_S = 1.0  # a table that waits (its line not written here yet, or a disagreement) is looked at again
+
+
+class Resumed(NamedTuple):
+    """A handover's outcome: the cursors of the tables that go on now (right after the stream's
+    line, or their own where the stream never published them), and this node's own cursors of
+    those ``held`` (their line not written here yet, or another event there)."""
+
+    cursors: dict[str, dict[str, FileCursor]]
+    held: dict[str, dict[str, FileCursor]]
 
 
 class StreamHandover:
@@ -52,36 +63,58 @@ class StreamHandover:
         self.metrics = metrics
         self.log = log
 
-    async def resume(self, stored: Mapping[str, dict[str, FileCursor]]) -> dict[str, dict[str, FileCursor]]:
+    async def resume(self, stored: Mapping[str, dict[str, FileCursor]]) -> Resumed:
         """``stored`` (this node's cursors per table) with every table the stream has published
-        continuing right after the stream's line. Waits until every table agrees; raises
-        :class:`~hyperdata_sidecar.publishing.Abandoned` when the worker stops first."""
+        continuing right after the stream's line, but those held. Waits while the stream's positions
+        cannot be read; raises :class:`~hyperdata_sidecar.publishing.Abandoned` when the worker
+        stops first."""
+        resumed, waiting = await self._until(stored, [spec.dir_name for spec in TABLES], lambda _resumed: True)
+        return Resumed(resumed, {table: dict(stored.get(table, {})) for table in waiting})
+
+    async def release(self, held: Mapping[str, dict[str, FileCursor]]) -> dict[str, dict[str, FileCursor]]:
+        """The cursors of the ``held`` tables that agree now, once at least one does (looked at
+        every :data:`LOOK_AGAIN_S`); raises :class:`~hyperdata_sidecar.publishing.Abandoned` when
+        the worker stops first."""
+        resumed, _waiting = await self._until(held, list(held), bool)
+        return resumed
+
+    async def _until(
+        self, stored: Mapping[str, dict[str, FileCursor]], tables: Collection[str], enough: Callable[[dict[str, Any]], bool]
+    ) -> tuple[dict[str, dict[str, FileCursor]], dict[str, str]]:
+        """Look at ``tables`` until the stream's positions are read and ``enough`` of them go on:
+        their cursors, and why each other one waits (as readiness names it)."""
         while True:
             waiting: dict[str, str] = {}
             found: list[dict[str, object]] = []
             try:
-                resumed = await self._look(stored, waiting, found)
+                resumed = await self._look(stored, tables, waiting, found)
             except PositionsUnavailable as exc:
                 waiting["stream"] = f"cannot read the stream's positions: {exc}"
                 self.log.limited(logging.WARNING, "stream_positions_unavailable", "stream", 60.0, error=str(exc))
                 resumed = None
             self.readiness.handover = waiting
-            if resumed is not None and not waiting:
+            if resumed is not None and enough(resumed):
                 for where in found:
                     self.log.info("stream_handover", **where)
-                return resumed
+                return resumed, waiting
             if not await self.shutdown.pause(LOOK_AGAIN_S):
                 raise Abandoned("stopping during the stream's handover")
 
     async def _look(
-        self, stored: Mapping[str, dict[str, FileCursor]], waiting: dict[str, str], found_at: list[dict[str, object]]
+        self,
+        stored: Mapping[str, dict[str, FileCursor]],
+        tables: Collection[str],
+        waiting: dict[str, str],
+        found_at: list[dict[str, object]],
     ) -> dict[str, dict[str, FileCursor]]:
-        """One look at every table: the cursors of those that agree; ``waiting`` gets why each other
+        """One look at ``tables``: the cursors of those that agree; ``waiting`` gets why each other
         one cannot continue yet, ``found_at`` where each agreeing one continues."""
         last = await self.positions.last()
         resumed: dict[str, dict[str, FileCursor]] = {}
         for spec in TABLES:
             table = spec.dir_name
+            if table not in tables:
+                continue
             own = stored.get(table, {})
             position = last.get(table)
             if position is None:
@@ -108,7 +141,7 @@ class StreamHandover:
                 self.metrics.stream_disagreement(table)
                 where = f"{found.path} at offset {found.offset}"
                 waiting[table] = (
-                    f"the nodes disagree at the stream's line {position.line_id}: {where}: {found.reason}; publishing nothing past it"
+                    f"the nodes disagree at the stream's line {position.line_id}: {where}: {found.reason}; publishing nothing of this table past it"
                 )
                 self.log.limited(
                     logging.ERROR,

@@ -35,6 +35,7 @@ from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.node_tables import NodeTables
 from hyperdata_sidecar.progress_topic import ProgressTopic
+from hyperdata_sidecar.publishing import Abandoned
 from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.rotations import Rotations
 from hyperdata_sidecar.shutdown import Shutdown
@@ -88,6 +89,7 @@ class TableSync:
         self.log = log
         self._lock = asyncio.Lock()
         self._handovers: set[asyncio.Task[None]] = set()  # kept: the loop holds only weak references to tasks
+        self._releasing: asyncio.Future[None] | None = None  # STREAM_ID: the held tables, looked at until they agree
 
     async def at_start(self) -> None:
         """Wait until every checkpoint sent before this process started is in the offsets table,
@@ -107,9 +109,13 @@ class TableSync:
             stored: dict[str, dict[str, FileCursor]] = {spec.dir_name: {} for spec in TABLES}
             for path, record in self.tables.offsets.items():
                 stored.setdefault(path.split("/", 1)[0], {})[path] = FileCursor.from_record(record)
+            if self._releasing is not None:
+                self._releasing.cancel()  # the held tables of the reads before, looked at again here
+                self._releasing = None
+            held: dict[str, dict[str, FileCursor]] = {}
             if self.handover is not None:
-                stored = await self.handover.resume(stored)
-            self.node_tables.start(self.tailer_rooms, stored)
+                stored, held = await self.handover.resume(stored)
+            self.node_tables.start(self.tailer_rooms, stored, held=held.keys())
             await self.rotations.hand_over((c for files in stored.values() for c in files.values()), Occasion.START)
             await self.announcements.resend_unbacked()
             self.watcher.start(set(self.tables.snapshots.keys()))
@@ -117,6 +123,8 @@ class TableSync:
             # them syncing, so nothing moved: raise, and the next poll builds them again.
             self.txn.check()
             self.readiness.move_to(Phase.RUNNING)
+            if held and self.handover is not None:
+                self._releasing = asyncio.ensure_future(self._release(self.handover, held))
             self.log.info(
                 "reads_redone" if redo else "startup",
                 config=self.settings.public_summary(),
@@ -124,6 +132,30 @@ class TableSync:
                 **self.node_tables.startup_summary(),
                 resume_points={path: c.byte_offset for files in stored.values() for path, c in files.items()},
             )
+
+    async def _release(self, handover: StreamHandover, held: dict[str, dict[str, FileCursor]]) -> None:
+        """STREAM_ID: each held table starts once it agrees with the stream (its finalized files
+        handed to the agents as at start); ends when none is held, or when the worker stops or its
+        reads are redone (:meth:`at_start` looks at the held tables again)."""
+        while held:
+            try:
+                released = await handover.release(held)
+            except Abandoned:
+                return
+            async with self._lock:
+                if not self.readiness.lifecycle.running:
+                    return
+                for table, cursors in released.items():
+                    self.node_tables.start_table(self.tailer_rooms, table, cursors)
+                    del held[table]
+                try:
+                    await self.rotations.hand_over((c for cursors in released.values() for c in cursors.values()), Occasion.START)
+                except TransactionAborted:
+                    return  # exactly_once: the reads are redone, and at_start hands them over again
+                except (TimeoutError, KafkaError, OSError) as exc:
+                    # Handed over again at the next start or rebalance (from the tailers' cursors).
+                    self.metrics.producer_error("seal")
+                    self.log.warning("rotation_resend_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def _barrier(self) -> None:
         """The progress barrier; while it waits, readiness names a worker holding the progress topic."""

@@ -255,3 +255,18 @@ def test_start_builds_one_tailer_per_table_from_its_stored_cursors(tmp_path):
     assert [c.path for c in p.tables.cursors()] == [FILLS_22]
     assert p.tables.published_past(899) == {BOOK: False, STATUSES: False, FILLS: True}
     assert p.tables.tracked()[FILLS][FILLS_22].cursor == stored[FILLS][FILLS_22]
+
+
+async def test_a_held_table_has_no_tailer_until_started_its_polls_do_nothing_and_it_has_published_nothing(tmp_path):
+    stored_fills = FileCursor(path=FILLS_22, stage=CursorStage.FINALIZED, revision=1, last_block=900)
+    p = parts(tmp_path, {FILLS_22: stored_fills.to_record()}, fakes=False)
+    partitions = dict.fromkeys(p.tables.settings.contract_topics(), 1)
+    room = rooms(FakeHost(), FakeBroker(partitions))
+    p.tables.start(room, {FILLS: {FILLS_22: stored_fills}}, held={FILLS})
+    assert set(p.tables.tailers) == {BOOK, STATUSES}
+    await p.tables.tick(FILLS)
+    assert p.tables.ticking == set() and p.readiness.unreadable == {}
+    assert p.tables.published_past(899) == {BOOK: False, STATUSES: False, FILLS: False}
+    assert p.tables.tracked()[FILLS][FILLS_22].cursor == stored_fills  # from the offsets table meanwhile
+    p.tables.start_table(room, FILLS, {FILLS_22: stored_fills})
+    assert set(p.tables.tailers) == {BOOK, STATUSES, FILLS} and p.tables.published_past(899)[FILLS]

@@ -22,6 +22,7 @@ from hyperdata_sidecar.metrics import SidecarMetrics
 from hyperdata_sidecar.readiness import Readiness
 from hyperdata_sidecar.shutdown import Shutdown
 from hyperdata_sidecar.state_writer import StateTables
+from hyperdata_sidecar.stream_handover import Resumed
 from hyperdata_sidecar.table_sync import TableSync
 from hyperdata_sidecar.transactions import TransactionAborted, Transactions
 
@@ -60,9 +61,18 @@ class NodeTables:
     started: dict[str, dict[str, FileCursor]] | None = None
     held: list[FileCursor] = field(default_factory=list)
 
-    def start(self, _rooms: Any, stored: dict[str, dict[str, FileCursor]]) -> None:
-        self.started = stored
-        self.held = [c for files in stored.values() for c in files.values()]
+    held_tables: set[str] = field(default_factory=set)
+
+    def start(self, _rooms: Any, stored: dict[str, dict[str, FileCursor]], held: Any = ()) -> None:
+        self.started = {table: files for table, files in stored.items() if table not in held}
+        self.held_tables = set(held)
+        self.held = [c for files in self.started.values() for c in files.values()]
+
+    def start_table(self, _rooms: Any, table: str, cursors: dict[str, FileCursor]) -> None:
+        assert self.started is not None and table in self.held_tables
+        self.held_tables.discard(table)
+        self.started[table] = cursors
+        self.held += cursors.values()
 
     def cursors(self) -> list[FileCursor]:
         return list(self.held)
@@ -102,7 +112,29 @@ class Parts:
     metrics: SidecarMetrics
 
 
-def parts(tmp_path: Path, refusals: int = 0, stopping: list[bool] | None = None, txn: Transactions | None = None) -> Parts:
+class Handover:
+    """A stream's handover that holds the fills table until ``agree`` is set."""
+
+    def __init__(self) -> None:
+        self.agree = asyncio.Event()
+        self.releases = 0
+
+    async def resume(self, stored: dict[str, dict[str, FileCursor]]) -> Resumed:
+        return Resumed({t: files for t, files in stored.items() if t != FILLS}, {FILLS: stored[FILLS]})
+
+    async def release(self, held: dict[str, dict[str, FileCursor]]) -> dict[str, dict[str, FileCursor]]:
+        self.releases += 1
+        await self.agree.wait()
+        return dict(held)
+
+
+def parts(
+    tmp_path: Path,
+    refusals: int = 0,
+    stopping: list[bool] | None = None,
+    txn: Transactions | None = None,
+    handover: Handover | None = None,
+) -> Parts:
     topic = TopicRecorder(refusals)
     rotations = rotations_with(topic)
     offsets = {c.path: c.to_record() for c in (finalized(UNSEALED), finalized(DONE), finalized(PARKED))}
@@ -126,6 +158,7 @@ def parts(tmp_path: Path, refusals: int = 0, stopping: list[bool] | None = None,
         shutdown=Shutdown(lambda: flags[0]),
         metrics=metrics,
         log=EventLog(logging.getLogger(LOGGER)),
+        handover=handover,  # type: ignore[arg-type]
     )
     return Parts(sync, topic, progress, node_tables, announcements, watcher, readiness, metrics)
 
@@ -153,6 +186,38 @@ async def test_the_start_waits_for_the_barrier_then_builds_hands_over_and_runs(t
     assert p.readiness.lifecycle.running
     [startup] = [r for r in caplog.records if r.getMessage() == "startup"]
     assert startup.fields["resume_points"][TAILING] == 10  # type: ignore[attr-defined]
+
+
+async def test_a_held_table_starts_once_it_agrees_and_its_files_are_handed_over_then(tmp_path):
+    handover = Handover()
+    p = syncing(parts(tmp_path, handover=handover))
+    p.progress.release.set()
+    await p.sync.at_start()
+    assert p.readiness.lifecycle.running and p.node_tables.held_tables == {FILLS}
+    assert p.topic.sent == []  # nothing of the held table handed over yet
+    await asyncio.sleep(0.01)
+    assert handover.releases == 1
+    handover.agree.set()
+    await asyncio.sleep(0.01)
+    assert p.node_tables.held_tables == set()
+    assert sorted(p.node_tables.started[FILLS]) == sorted([UNSEALED, DONE, PARKED, TAILING])  # type: ignore[index]
+    assert sorted(m.path for m in p.topic.sent) == sorted([UNSEALED, PARKED])
+
+
+async def test_reads_redone_look_at_the_held_tables_again_not_the_earlier_look(tmp_path):
+    handover = Handover()
+    p = syncing(parts(tmp_path, handover=handover))
+    p.progress.release.set()
+    await p.sync.at_start()
+    await asyncio.sleep(0.01)
+    earlier = p.sync._releasing
+    p.readiness.move_to(Phase.SYNCING)  # as after an aborted transaction
+    await p.sync.at_start()
+    await asyncio.sleep(0.01)
+    assert earlier is not None and earlier.cancelled() and handover.releases == 2
+    handover.agree.set()
+    await asyncio.sleep(0.01)
+    assert p.node_tables.held_tables == set()
 
 
 async def test_a_barrier_waiting_for_another_worker_names_it_in_readiness_until_it_passes(tmp_path, monkeypatch):
