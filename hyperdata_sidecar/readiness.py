@@ -64,7 +64,7 @@ class Readiness:
         self.node_outputs: dict[str, str] = {}  # table -> the other output layout the node writes it in
         self.syncing_on: str | None = None  # syncing: what the progress barrier waits for, when it is named
         self.unreadable: dict[str, str] = {}  # table -> the error of its last poll, while its polls fail
-        self.handover: dict[str, str] = {}  # STREAM_ID, taking over: table -> why it cannot continue the stream yet
+        self.handover: dict[str, str] = {}  # STREAM_ID, taken over: held table -> why it cannot continue the stream yet
 
     def move_to(self, phase: Phase) -> None:
         """Move the lifecycle to ``phase`` (an illegal move raises) and write readiness."""
@@ -121,8 +121,9 @@ class Readiness:
         if transactions is not None:
             reasons.append(transactions)
         reasons += [f"{table}: {reason}" for table, reason in sorted(self.node_outputs.items())]
-        if self.lifecycle.phase is Phase.SYNCING:
-            reasons += [f"{table}: {reason}" for table, reason in sorted(self.handover.items())]
+        # Held at a handover: named while syncing and after, as long as the table waits (released
+        # tables leave the map; a worker that stops or stands by again is a new process).
+        reasons += [f"{table}: {reason}" for table, reason in sorted(self.handover.items())]
         reasons += [f"{table}: cannot publish, keeping its position: {reason}" for table, reason in sorted(self.holds.items())]
         refused = self._topics.refused_topics() if self._topics is not None else {}
         reasons += [
