@@ -43,6 +43,11 @@ from hyperdata_sidecar.metrics import SidecarMetrics
 #: How long one commit, abort or init waits before it is tried again (librdkafka lets a call that
 #: timed out be called again); between tries the tables are held, the reason named.
 CALL_TIMEOUT_S = 10.0
+#: An abort's tries are shorter: each one purges the records still queued, but librdkafka puts back
+#: for a retry the records of requests that fail after that purge (``OUT_OF_ORDER_SEQUENCE_NUMBER``
+#: behind a record that timed out: the transaction after a broker outage), and the try then waits
+#: for them until its timeout; the next try purges them and the abort ends at once.
+ABORT_CALL_TIMEOUT_S = 1.0
 #: How often :meth:`Transactions.run` looks whether the transaction is due when nothing wakes it.
 LOOK_EVERY_S = 0.05
 #: A close that waits this long for the tables to settle asks the broker for the topics (again every
@@ -306,7 +311,7 @@ class Transactions:
         if self.abort_reason is not None:  # a record that will never be reported (replace_producer)
             await self.abort(self.abort_reason)
             return
-        error = await self._call("commit_transaction")
+        error = await self._call("commit_transaction", CALL_TIMEOUT_S)
         if error is not None:
             await self.abort(f"{error.name}: {error.detail}")
             return
@@ -324,7 +329,8 @@ class Transactions:
             await self._wait()
         self.aborted.add(self.number)
         if self._expired is None:
-            await self._call("abort_transaction")  # finds the broker's abort (sets _expired) if there was one
+            # Finds the broker's abort (sets _expired) if there was one.
+            await self._call("abort_transaction", ABORT_CALL_TIMEOUT_S)
         if self._expired is not None:
             await self._renewed()
         await self._recheck()  # a topic deleted under the transaction holds its table at the redo
@@ -343,15 +349,15 @@ class Transactions:
             self.abort_reason = None
             self._begin()
 
-    async def _call(self, name: str) -> TxnError | None:
-        """Call the producer's ``name`` (commit or abort) until it returns; retriable errors (the
-        coordinator unreachable) are tried again, the tables held meanwhile. The error when the
+    async def _call(self, name: str, timeout_s: float) -> TxnError | None:
+        """Call the producer's ``name`` (commit or abort), each try up to ``timeout_s``, until it
+        returns; retriable errors (the coordinator unreachable) are tried again, the tables held meanwhile. The error when the
         transaction must be aborted instead; a fatal one fences the worker."""
         assert self._producer is not None
         call = getattr(self._producer, name)
         while True:
             try:
-                await asyncio.to_thread(call, CALL_TIMEOUT_S)
+                await asyncio.to_thread(call, timeout_s)
                 self.waiting_for = None
                 return None
             except Exception as exc:

@@ -14,7 +14,13 @@ from hyperdata_sidecar.core.txn import TxnBudget, TxnPhase
 from hyperdata_sidecar.engines import TxnError
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
-from hyperdata_sidecar.transactions import ProducerFenced, TransactionAborted, Transactions
+from hyperdata_sidecar.transactions import (
+    ABORT_CALL_TIMEOUT_S,
+    CALL_TIMEOUT_S,
+    ProducerFenced,
+    TransactionAborted,
+    Transactions,
+)
 
 LOGGER = "tests.transactions"
 TIMED_OUT = TxnError("_TIMED_OUT", "the coordinator did not answer", fatal=False, retriable=True, requires_abort=False)
@@ -30,24 +36,27 @@ class Producer:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.fail: dict[str, list[TxnError]] = {}
+        self.timeouts: dict[str, list[float]] = {}  # each try's timeout, per call
 
-    def _call(self, name: str) -> None:
+    def _call(self, name: str, timeout: float | None = None) -> None:
         self.calls.append(name)
+        if timeout is not None:
+            self.timeouts.setdefault(name, []).append(timeout)
         failures = self.fail.get(name)
         if failures:
             raise Failure(failures.pop(0))
 
-    def init_transactions(self, _timeout: float) -> None:
-        self._call("init")
+    def init_transactions(self, timeout: float) -> None:
+        self._call("init", timeout)
 
     def begin_transaction(self) -> None:
         self._call("begin")
 
-    def commit_transaction(self, _timeout: float) -> None:
-        self._call("commit")
+    def commit_transaction(self, timeout: float) -> None:
+        self._call("commit", timeout)
 
-    def abort_transaction(self, _timeout: float) -> None:
-        self._call("abort")
+    def abort_transaction(self, timeout: float) -> None:
+        self._call("abort", timeout)
 
 
 class Engine:
@@ -191,6 +200,24 @@ async def test_a_commit_that_times_out_is_tried_again_and_named_meanwhile() -> N
     await txn.close()
     assert producer.calls.count("commit") == 3 and txn.committed == 1
     assert txn.waiting_for is None and txn.not_ready_reason() is None
+
+
+async def test_an_abort_is_tried_in_short_tries_until_it_ends_a_commit_in_long_ones() -> None:
+    """librdkafka puts records back for a retry after an abort's purge (the requests that failed
+    out of sequence behind a timed-out record): a try then waits for them until its timeout, and the
+    next try purges them. Short tries end such an abort in about a second, not CALL_TIMEOUT_S."""
+    txn, _clock, aborts, _ = make()
+    producer = await started(txn)
+    producer.fail["commit"] = [TIMED_OUT]
+    await txn.admit(1)
+    await txn.close()
+    producer.fail["abort"] = [TIMED_OUT, TIMED_OUT]
+    await txn.admit(1)
+    txn.record_failed("a record was not delivered: OUT_OF_ORDER_SEQUENCE_NUMBER")
+    await txn.close()
+    assert producer.timeouts["commit"] == [CALL_TIMEOUT_S, CALL_TIMEOUT_S]
+    assert producer.timeouts["abort"] == [ABORT_CALL_TIMEOUT_S] * 3 and ABORT_CALL_TIMEOUT_S < CALL_TIMEOUT_S
+    assert aborts == ["a record was not delivered: OUT_OF_ORDER_SEQUENCE_NUMBER"]
 
 
 async def test_an_abortable_commit_error_aborts_and_the_writers_are_told_until_the_reads_are_redone() -> None:
