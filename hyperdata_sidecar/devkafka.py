@@ -30,10 +30,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import collections
 import concurrent.futures
 import contextlib
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -41,6 +41,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -265,31 +266,52 @@ def _read_listeners(properties: Path) -> dict[str, int]:
 
 
 LOW_PORTS = range(29000, 32000)
-_HANDED_OUT: collections.deque[int] = collections.deque(maxlen=len(LOW_PORTS) // 4)
+PORT_LEASES = Path(tempfile.gettempdir()) / "hyperdata-sidecar-ports.json"
+PORT_LEASE_S = 3600.0
 
 
 def free_low_port(exclude: frozenset[int] | set[int] = frozenset()) -> int:
     """A free local port below the kernel's ephemeral range (32768+), for a broker that tests stop
     and start: a client retrying against a stopped broker on an ephemeral port can be handed that
     very port as its own source port (a TCP self-connection) and keep it, and the broker then cannot
-    bind it again. ``connect()`` never picks a port from this range. Starts at a random place in
-    the range, so concurrent runs rarely try the same ports, and hands out no port this process
-    was handed lately (its owner may not have bound it yet). Servers of the tests (a worker's web
-    view, proxies) take theirs here too: an ephemeral port found free can be some client's source
-    port by the time the server binds it."""
-    start = uuid.uuid4().int % len(LOW_PORTS)
-    for i in range(len(LOW_PORTS)):
-        port = LOW_PORTS[(start + i) % len(LOW_PORTS)]
-        if port in exclude or port in _HANDED_OUT:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
+    bind it again. ``connect()`` never picks a port from this range. Servers of the tests (a
+    worker's web view, proxies) take theirs here too: an ephemeral port found free can be some
+    client's source port by the time the server binds it.
+
+    A port found free is leased for ``PORT_LEASE_S`` to the caller in a file every process on this
+    machine shares: until then no process is handed it again, though its owner may not have bound
+    it yet (CI: two pytest workers were handed one web port in the same second)."""
+    return lease_free_port(LOW_PORTS, PORT_LEASES, PORT_LEASE_S, exclude)
+
+
+def lease_free_port(ports: range, leases: Path, lease_s: float, exclude: frozenset[int] | set[int] = frozenset()) -> int:
+    """The first port of ``ports``, from a random place, that is not in ``exclude``, not leased in
+    the JSON file ``leases`` (port → until, epoch seconds) and free to bind; leased there for
+    ``lease_s``. Callers serialise on a lock file beside ``leases``."""
+    leases.parent.mkdir(parents=True, exist_ok=True)
+    with open(leases.with_name(leases.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        now = time.time()
+        try:
+            held = {int(port): until for port, until in json.loads(leases.read_text()).items() if until > now}
+        except (FileNotFoundError, ValueError):
+            held = {}
+        start = uuid.uuid4().int % len(ports)
+        for i in range(len(ports)):
+            port = ports[(start + i) % len(ports)]
+            if port in exclude or port in held:
                 continue
-            _HANDED_OUT.append(port)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            held[port] = now + lease_s
+            staged = leases.with_name(f"{leases.name}.{os.getpid()}")
+            staged.write_text(json.dumps(held))
+            staged.replace(leases)
             return port
-    raise DevKafkaError(f"no free port in {LOW_PORTS.start}-{LOW_PORTS.stop - 1}")
+    raise DevKafkaError(f"no free port in {ports.start}-{ports.stop - 1} ({len(held)} leased to other callers)")
 
 
 def _random_cluster_id() -> str:

@@ -40,7 +40,7 @@ from hyperdata_sidecar.engines import Engine, Producer, TxnError
 from hyperdata_sidecar.logs import EventLog
 from hyperdata_sidecar.metrics import SidecarMetrics
 
-#: How long one commit, abort or init waits before it is tried again (librdkafka lets a call that
+#: How long one commit or init waits before it is tried again (librdkafka lets a call that
 #: timed out be called again); between tries the tables are held, the reason named.
 CALL_TIMEOUT_S = 10.0
 #: An abort's tries are shorter: each one purges the records still queued, but librdkafka puts back

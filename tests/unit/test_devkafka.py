@@ -1,10 +1,13 @@
 """The local broker's bookkeeping that needs no Java: ports, pid files, missing tools."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from hyperdata_sidecar import devkafka
 from hyperdata_sidecar.devkafka import (
     LOW_PORTS,
     DevKafkaError,
@@ -13,6 +16,7 @@ from hyperdata_sidecar.devkafka import (
     SaslListener,
     _server_properties,
     free_low_port,
+    lease_free_port,
     resolve_jars,
 )
 
@@ -102,9 +106,39 @@ def test_a_proxied_listener_is_bound_on_its_port_and_advertised_on_the_proxys():
     assert values["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,PROXIED:PLAINTEXT"
 
 
-def test_free_low_ports_are_below_the_ephemeral_range_and_none_is_handed_out_twice_before_it_is_bound():
+def test_free_low_ports_are_below_the_ephemeral_range_and_none_is_handed_out_twice_before_it_is_bound(tmp_path, monkeypatch):
     # CI: a worker's web port found free in the ephemeral range was a Kafka client's source port by
     # the time the worker bound it; and two ports asked for before either is bound must differ.
+    monkeypatch.setattr(devkafka, "PORT_LEASES", tmp_path / "ports.json")
     ports = [free_low_port() for _ in range(200)]
     assert all(port in LOW_PORTS for port in ports)
     assert len(set(ports)) == len(ports)
+
+
+LEASE_IN_ANOTHER_PROCESS = """
+import sys
+from pathlib import Path
+from hyperdata_sidecar.devkafka import lease_free_port
+ports = range(int(sys.argv[1]), int(sys.argv[2]))
+print(" ".join(str(lease_free_port(ports, Path(sys.argv[3]), 600.0)) for _ in range(int(sys.argv[4]))))
+"""
+
+
+def test_a_port_leased_by_another_process_is_not_handed_out_until_its_lease_ends(tmp_path):
+    # CI: two pytest workers (processes) were handed one web port in the same second, and the
+    # second worker to bind it failed to start.
+    leases, ports = tmp_path / "ports.json", range(29950, 29990)
+    theirs = subprocess.run(
+        [sys.executable, "-c", LEASE_IN_ANOTHER_PROCESS, str(ports.start), str(ports.stop), str(leases), "20"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    ours = []
+    with pytest.raises(DevKafkaError, match="no free port in 29950-29989"):
+        for _ in ports:
+            ours.append(lease_free_port(ports, leases, 600.0))
+    assert len(theirs) == 20 and ours and not set(map(int, theirs)) & set(ours)
+    # A lease that has ended is no longer held.
+    port = range(ours[0], ours[0] + 1)
+    assert lease_free_port(port, tmp_path / "short.json", 0.0) == lease_free_port(port, tmp_path / "short.json", 600.0)
