@@ -266,7 +266,7 @@ def _read_listeners(properties: Path) -> dict[str, int]:
 
 
 LOW_PORTS = range(29000, 32000)
-PORT_LEASES = Path(tempfile.gettempdir()) / "hyperdata-sidecar-ports.json"
+PORT_LEASES = Path(tempfile.gettempdir()) / f"hyperdata-sidecar-ports-{os.getuid()}.json"
 PORT_LEASE_S = 3600.0
 
 
@@ -278,9 +278,9 @@ def free_low_port(exclude: frozenset[int] | set[int] = frozenset()) -> int:
     worker's web view, proxies) take theirs here too: an ephemeral port found free can be some
     client's source port by the time the server binds it.
 
-    A port found free is leased for ``PORT_LEASE_S`` to the caller in a file every process on this
-    machine shares: until then no process is handed it again, though its owner may not have bound
-    it yet (CI: two pytest workers were handed one web port in the same second)."""
+    A port found free is leased for ``PORT_LEASE_S`` to the caller in a file every process of this
+    user on this machine shares: until then no process is handed it again, though its owner may
+    not have bound it yet (CI: two pytest workers were handed one web port in the same second)."""
     return lease_free_port(LOW_PORTS, PORT_LEASES, PORT_LEASE_S, exclude)
 
 
