@@ -43,6 +43,9 @@ from hyperdata_sidecar.tools.generate import PRODUCTION_LINES_PER_S, CorpusSumma
 DRAIN_S = 60.0  # after the tap stops, how long the consumer may take to see the last lines
 SNAPSHOT_EVENT_WAIT_S = 120.0  # after the tap stops, how long the snapshot's event may take
 SNAPSHOT_CHUNK = 8 * 1024 * 1024
+#: The tap's run longer by the wall clock than by its own by more than this: the machine paused. The
+#: harness looks at the tap every 0.5 s and starts it, so ~1 s apart is normal.
+MACHINE_PAUSE_S = 5.0
 
 
 class SnapshotLanding(threading.Thread):
@@ -124,9 +127,22 @@ def run(
         "backups": backups,
     }
     _report(result, corpus.lines, latency, replayed, shares, machine, targets.ENGINE_TARGETS[engine])
+    result.row("tap's run by the wall clock / by its own monotonic clock", tap_clocks(tap_window, replayed["seconds"]))
     if snapshot_row is not None:
         result.row(*snapshot_row)
     return result
+
+
+def tap_clocks(tap_window: tuple[float, float], tap_seconds: float) -> str:
+    """The tap's run by the wall clock (the harness's; the latencies are wall-clock differences) and
+    by the tap's own monotonic clock. Far apart, the machine did not run for the difference (the VM
+    paused: 2026-12-04, a 36.6 s maximum latency, the kernel logging a "virtual machine fork"), and
+    the latencies of the lines in flight then include it; the row says so."""
+    wall = tap_window[1] - tap_window[0]
+    text = f"{wall:.1f} s / {tap_seconds:.1f} s"
+    if wall - tap_seconds > MACHINE_PAUSE_S:
+        text += f": the machine stood still ~{wall - tap_seconds:.0f} s, and the latencies above include it"
+    return text
 
 
 def _tap_corpus(ctx: RunContext, lines: dict[str, int]) -> CorpusSummary:

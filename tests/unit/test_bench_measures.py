@@ -23,6 +23,7 @@ from bench.context import ScenarioResult
 from bench.engines import EngineFigures, comparison, of_run
 from bench.latency import LatencyHistogram, LatencyRecorder, LocalTimeParser
 from bench.live import _report as live_report
+from bench.live import tap_clocks
 from bench.procstat import CpuWindow, io_counters, memory_kib
 from bench.report import engines_console, markdown
 from bench.targets import ENGINE_TARGETS, Bound
@@ -352,3 +353,12 @@ def test_a_live_run_of_a_stream_judges_its_standbys_cpu_against_the_issues_bound
         assert rows == []
     else:
         assert [(row.value, row.target, row.met) for row in rows] == [(f"{standby:.1f}% of one core", "≤ 5%", met)]
+
+
+def test_a_live_run_names_a_pause_of_the_machine_that_its_latencies_include() -> None:
+    # 2026-12-04: the tap's 60 s took 95.6 s by the wall clock, 60.1 s by its own monotonic one, and
+    # the run's maximum latency was 36.6 s (the kernel logged a "virtual machine fork").
+    assert tap_clocks((100.0, 160.6), 60.1) == "60.6 s / 60.1 s"
+    assert tap_clocks((100.0, 195.6), 60.1) == (
+        "95.6 s / 60.1 s: the machine stood still ~35 s, and the latencies above include it"
+    )
