@@ -311,7 +311,7 @@ def lease_free_port(ports: range, leases: Path, lease_s: float, exclude: frozens
             staged.write_text(json.dumps(held))
             staged.replace(leases)
             return port
-    raise DevKafkaError(f"no free port in {ports.start}-{ports.stop - 1} ({len(held)} leased to other callers)")
+    raise DevKafkaError(f"no free port in {ports.start}-{ports.stop - 1} ({len(held)} ports leased in {leases})")
 
 
 def _random_cluster_id() -> str:
