@@ -11,6 +11,7 @@ import asyncio
 import datetime
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,6 +33,36 @@ FAUST = str(Path(sys.executable).with_name("faust"))
 SIDECAR_APP = "hyperdata_sidecar"
 DEADLINE_S = 120.0
 STOP_S = 60.0
+
+
+#: A warning or an error of a worker log: the sidecar's JSON events and Faust's own lines.
+NOTABLE = re.compile(r'"level":"(?:warning|error|critical)"|\] \[(?:WARNING|ERROR|CRITICAL)\] ')
+
+
+def log_sections(root: Path) -> list[tuple[str, str]]:
+    """What a failed test shows (tests/integration/conftest.py): a (title, :func:`log_digest`) section
+    for each worker log under ``root``, its ``tmp_path``."""
+    return [(f"worker log {log.relative_to(root)}", log_digest(log)) for log in sorted(root.rglob("worker.log"))]
+
+
+def log_digest(path: Path, *, notable: int = 40, last: int = 10, width: int = 400) -> str:
+    """The worker log at ``path`` in short: its last ``notable`` warnings and errors, then its last
+    ``last`` lines, each cut at ``width``."""
+    lines = path.read_text(errors="replace").splitlines()
+    picked = [line for line in lines if NOTABLE.search(line)][-notable:]
+    ending = lines[-last:]
+
+    def cut(line: str) -> str:
+        return line if len(line) <= width else f"{line[:width]} [{len(line) - width} more]"
+
+    return "\n".join(
+        [
+            f"{len(lines)} lines; the last {len(picked)} warnings and errors:",
+            *map(cut, picked),
+            f"the last {len(ending)} lines:",
+            *map(cut, ending),
+        ]
+    )
 
 
 def sidecar_env(root: Path, bootstrap: str, prefix: str, **overrides: str) -> dict[str, str]:
